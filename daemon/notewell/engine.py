@@ -1,0 +1,184 @@
+"""The library behind every command: config, sources, embedder, index and searcher, wired.
+
+The daemon holds one ``Engine`` for its lifetime; CLI commands that run without a daemon
+make a short-lived one. Each CLI command is a thin wrapper over one method here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+
+from . import __version__, paths, store
+from .chunking import ChunkSettings
+from .config import Config
+from .embedding import Embedder
+from .index import SCHEMA_VERSION, BuildSettings, Index
+from .search import Ranking, Searcher, SearchResult
+from .sources import Source, open_source
+from .sync import Syncer, SyncReport
+
+log = logging.getLogger(__name__)
+
+
+def default_embedder() -> Embedder:
+    from .embedding import OnnxEmbedder
+
+    return OnnxEmbedder()
+
+
+class Engine:
+    def __init__(self, config: Config, embedder: Embedder | None = None,
+                 chunker: ChunkSettings | None = None, ranking: Ranking | None = None,
+                 index_dir: str | None = None) -> None:
+        self.config = config
+        self.embedder = embedder or default_embedder()
+        self.chunker = chunker or ChunkSettings()
+        self.ranking = ranking
+        self.index_dir = index_dir or paths.index_dir()
+        self.settings = BuildSettings(self.embedder.fingerprint(), self.embedder.dim,
+                                      self.chunker.fingerprint())
+        self.index = store.open_current(self.settings, self.index_dir)
+        self.searcher = Searcher(self.index, self.embedder, ranking)
+        self.sources: list[Source] = [open_source(s) for s in config.sources]
+        self._sync_lock = threading.Lock()
+        self.started = time.time()
+
+    def close(self) -> None:
+        self.index.close()
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def search(self, query: str, limit: int = 20, mode: str = "hybrid") -> SearchResult:
+        return self.searcher.search(query, limit=limit, mode=mode)
+
+    def similar(self, note_id: str, limit: int = 20):
+        return self.searcher.similar(note_id, limit)
+
+    def status(self) -> dict:
+        counts = self.index.counts()
+        rows = {r["name"]: r for r in self.index.source_rows()}
+        sources = []
+        for src in self.sources:
+            row = rows.get(src.name, {})
+            sources.append({
+                "name": src.name, "type": src.kind, "path": src.config.path,
+                "notes": row.get("notes", 0), "chunks": row.get("chunks", 0),
+                "last_sync": row.get("last_sync"), "last_error": row.get("last_error"),
+                "pending": row.get("pending", 0),
+            })
+        syncs = [s["last_sync"] for s in sources if s["last_sync"]]
+        return {
+            "version": __version__,
+            "notes": counts["notes"],
+            "chunks": counts["chunks"],
+            "embeddings": counts["embeddings"],
+            "model": self.embedder.fingerprint(),
+            "chunker": self.chunker.fingerprint(),
+            "index_version": SCHEMA_VERSION,
+            "index_path": self.index.path,
+            "index_bytes": _size(self.index.path),
+            "sources": sources,
+            "last_sync": max(syncs) if syncs else None,
+        }
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def sync(self, progress: bool = False, should_stop: Callable[[], bool] = lambda: False,
+             only: str | None = None) -> list[SyncReport]:
+        """Bring the index up to date with every source (or the one named ``only``)."""
+        with self._sync_lock:
+            syncer = Syncer(self.index, self.embedder, self.chunker, should_stop)
+            reports = []
+            for src in self.sources:
+                if only and src.name != only:
+                    continue
+                reports.append(syncer.sync(src, progress=progress))
+            self._drop_unconfigured()
+            return reports
+
+    def _drop_unconfigured(self) -> None:
+        configured = {s.name for s in self.sources}
+        for name in {r[0] for r in self.index.db.execute("SELECT DISTINCT source FROM notes")}:
+            if name not in configured:
+                log.info("source %s is no longer configured; dropping its notes", name)
+                self.index.drop_source(name)
+
+    def rebuild(self, progress: bool = False) -> list[SyncReport]:
+        """Rebuild beside the live index and swap it in; see ``rebuild``."""
+        final, reports = rebuild(self.sources, self.embedder, self.chunker, self.index_dir,
+                                 progress=progress)
+        self.reopen(final)
+        return reports
+
+    def reopen(self, path: str | None = None) -> None:
+        old = self.index
+        self.index = Index(path or store.current_path(self.index_dir), self.settings)
+        self.searcher = Searcher(self.index, self.embedder, self.ranking)
+        old.close()
+        store.remove_old(self.index_dir, keep=self.index.path)
+
+    def newer_generation(self) -> str | None:
+        current = store.current_path(self.index_dir)
+        return current if current != self.index.path else None
+
+
+def rebuild(sources: list[Source], embedder: Embedder, chunker: ChunkSettings,
+            index_dir: str, progress: bool = False) -> tuple[str, list[SyncReport]]:
+    """Build a fresh index beside the live one, then publish it atomically, so searches
+    keep answering from the old one meanwhile. Works when the live index is unusable
+    (other model, corrupt); vectors it holds from the same embedder are reused."""
+    paths.ensure_private_dir(index_dir)
+    settings = BuildSettings(embedder.fingerprint(), embedder.dim, chunker.fingerprint())
+    building = store.building_path(index_dir)
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(building + suffix):
+            os.remove(building + suffix)
+    fresh = Index(building, settings)
+    _copy_vectors(store.current_path(index_dir), fresh)
+    syncer = Syncer(fresh, embedder, chunker)
+    reports = [syncer.sync(src, progress=progress) for src in sources]
+    fresh.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    fresh.close()
+    return store.publish(building), reports
+
+
+def _copy_vectors(old_path: str, fresh: Index) -> None:
+    if not os.path.exists(old_path):
+        return
+    import numpy as np
+
+    from .index import connect
+
+    try:
+        old = connect(old_path)
+        row = old.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()
+        if not row or row[0] != fresh.settings.embedder:
+            return
+        rows = old.execute(
+            "SELECT e.hash, v.embedding FROM embeddings e JOIN vectors v ON v.rowid = e.id")
+        batch_h: list[str] = []
+        batch_v: list = []
+        for h, blob in rows:
+            batch_h.append(h)
+            batch_v.append(np.frombuffer(blob, dtype=np.float32))
+            if len(batch_h) >= 2000:
+                fresh.add_embeddings(batch_h, np.stack(batch_v))
+                batch_h, batch_v = [], []
+        if batch_h:
+            fresh.add_embeddings(batch_h, np.stack(batch_v))
+        old.close()
+    except Exception as e:  # a damaged old index has nothing to give; rebuild from scratch
+        log.warning("could not reuse vectors from %s: %s", old_path, e)
+
+
+def _size(path: str) -> int:
+    total = 0
+    for suffix in ("", "-wal"):
+        with contextlib.suppress(OSError):
+            total += os.path.getsize(path + suffix)
+    return total

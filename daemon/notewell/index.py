@@ -1,0 +1,393 @@
+"""The index: one SQLite file with notes, chunks, an FTS5 table and a sqlite-vec table.
+
+Owns the schema (numbered migrations), the record of which embedder and chunker built
+the index (never mixed: a mismatch raises ``IndexMismatch``), writes (one transaction per
+note) and the two raw retrievers (vector k-NN and BM25). Ranking lives in ``search``.
+
+Vectors are content-addressed: ``embeddings`` maps the sha256 of a chunk's embedded text
+to a row id, and the ``vectors`` vec0 table holds the vector under that id. Editing one
+paragraph re-embeds one chunk; renaming a file or rebuilding after a crash re-embeds none.
+
+We use apsw rather than the standard ``sqlite3`` module: many Pythons (Apple's among them)
+are built without extension loading, and apsw ships its own SQLite with FTS5 everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import apsw
+import numpy as np
+import sqlite_vec
+
+from .notes import Chunk, Note
+
+SCHEMA_VERSION = 1
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+
+class IndexProblem(Exception):
+    """Base for index problems the user can act on."""
+
+
+class IndexMismatch(IndexProblem):
+    """The index was built with another model, chunker or schema."""
+
+
+class IndexCorrupt(IndexProblem):
+    """The file is not a usable SQLite database."""
+
+
+def _migrations(dim: int) -> list[list[str]]:
+    """Migration N brings ``user_version`` from N to N+1. Append; never edit a shipped one."""
+    return [
+        [
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            """CREATE TABLE sources (
+                name TEXT PRIMARY KEY, kind TEXT NOT NULL, last_sync REAL, last_error TEXT,
+                pending INTEGER NOT NULL DEFAULT 0, behind_since REAL, state TEXT)""",
+            """CREATE TABLE notes (
+                id INTEGER PRIMARY KEY, note_id TEXT NOT NULL UNIQUE, source TEXT NOT NULL,
+                kind TEXT NOT NULL, title TEXT NOT NULL, path TEXT, url TEXT NOT NULL,
+                tags TEXT NOT NULL DEFAULT '[]', aliases TEXT NOT NULL DEFAULT '[]',
+                created REAL, modified REAL, archived INTEGER NOT NULL DEFAULT 0,
+                fingerprint TEXT NOT NULL, content_hash TEXT NOT NULL, indexed_at REAL)""",
+            "CREATE INDEX notes_source ON notes(source)",
+            """CREATE TABLE note_tags (
+                note INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
+                tag TEXT NOT NULL COLLATE NOCASE, PRIMARY KEY (note, tag)) WITHOUT ROWID""",
+            "CREATE INDEX note_tags_tag ON note_tags(tag)",
+            "CREATE TABLE embeddings (id INTEGER PRIMARY KEY, hash TEXT NOT NULL UNIQUE)",
+            """CREATE TABLE chunks (
+                id INTEGER PRIMARY KEY,
+                note INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
+                seq INTEGER NOT NULL, heading_path TEXT NOT NULL, anchor TEXT,
+                url TEXT NOT NULL, text TEXT NOT NULL,
+                embedding INTEGER NOT NULL REFERENCES embeddings(id))""",
+            "CREATE INDEX chunks_note ON chunks(note, seq)",
+            "CREATE INDEX chunks_embedding ON chunks(embedding)",
+            f"""CREATE VIRTUAL TABLE chunks_fts USING fts5(
+                title, heading, body, tags, content='', contentless_delete=1,
+                tokenize='{FTS_TOKENIZER}')""",
+            f"""CREATE VIRTUAL TABLE vectors USING vec0(
+                embedding float[{dim}] distance_metric=cosine)""",
+        ],
+    ]
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    """What the index records about how it was built; all must match to reuse it."""
+
+    embedder: str
+    dim: int
+    chunker: str
+
+    def as_meta(self) -> dict[str, str]:
+        return {"embedder": self.embedder, "dim": str(self.dim), "chunker": self.chunker}
+
+
+@dataclass(frozen=True)
+class StoredNote:
+    rowid: int
+    note_id: str
+    fingerprint: str
+    content_hash: str
+
+
+def connect(path: str) -> apsw.Connection:
+    """A connection with sqlite-vec loaded and the pragmas notewell relies on."""
+    flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    conn = apsw.Connection(path, flags=flags)
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    conn.enable_load_extension(False)
+    conn.set_busy_timeout(5000)
+    if path != ":memory:":
+        conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+class Index:
+    """A notewell index file. Safe to share between threads: each thread gets its own
+    connection, and SQLite's WAL lets readers see the last commit while a sync writes."""
+
+    def __init__(self, path: str, settings: BuildSettings) -> None:
+        self.path = path
+        self.settings = settings
+        self._local = threading.local()
+        self._conns: list[apsw.Connection] = []
+        self._conns_lock = threading.Lock()
+        if path != ":memory:":
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self._prepare()
+
+    # -- connections and schema --------------------------------------------------------
+
+    @property
+    def db(self) -> apsw.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self.path == ":memory:" and self._conns:
+                conn = self._conns[0]  # one in-memory database, shared
+            else:
+                conn = connect(self.path)
+            self._local.conn = conn
+            with self._conns_lock:
+                self._conns.append(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._conns_lock:
+            for conn in self._conns:
+                conn.close()
+            self._conns.clear()
+        self._local = threading.local()
+
+    def _prepare(self) -> None:
+        try:
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        except apsw.NotADBError:
+            raise IndexCorrupt(f"{self.path} is not a SQLite database") from None
+        migrations = _migrations(self.settings.dim)
+        if version > len(migrations):
+            raise IndexMismatch(
+                f"index schema {version} is newer than this notewell ({len(migrations)}): "
+                "upgrade notewell or run `notewell index --rebuild`"
+            )
+        if version == 0:
+            tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            if tables:
+                raise IndexCorrupt(f"{self.path} holds tables but no notewell schema")
+        for n in range(version, len(migrations)):
+            with self.db:
+                for statement in migrations[n]:
+                    self.db.execute(statement)
+                self.db.execute(f"PRAGMA user_version={n + 1}")
+        with self.db:
+            stored = self.meta()
+            if not stored:
+                for key, value in self.settings.as_meta().items():
+                    self.set_meta(key, value)
+                self.set_meta("created", str(time.time()))
+        self.check_settings()
+
+    def check_settings(self) -> None:
+        stored = self.meta()
+        for key, want in self.settings.as_meta().items():
+            have = stored.get(key)
+            if have != want:
+                raise IndexMismatch(
+                    f"the index was built with {key} {have!r}, but notewell now uses "
+                    f"{want!r}: run `notewell index --rebuild`"
+                )
+
+    def integrity_check(self, quick: bool = False) -> list[str]:
+        pragma = "quick_check" if quick else "integrity_check"
+        rows = self.db.execute(f"PRAGMA {pragma}").fetchall()
+        return [r[0] for r in rows if r[0] != "ok"]
+
+    def meta(self) -> dict[str, str]:
+        return dict(self.db.execute("SELECT key, value FROM meta").fetchall())
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    # -- writes ------------------------------------------------------------------------
+
+    def stored_notes(self, source: str) -> dict[str, StoredNote]:
+        rows = self.db.execute(
+            "SELECT id, note_id, fingerprint, content_hash FROM notes WHERE source = ?",
+            (source,),
+        )
+        return {r[1]: StoredNote(*r) for r in rows}
+
+    def missing_embeddings(self, hashes: Iterable[str]) -> set[str]:
+        wanted = set(hashes)
+        if not wanted:
+            return set()
+        found = set()
+        items = list(wanted)
+        for i in range(0, len(items), 500):
+            part = items[i : i + 500]
+            marks = ",".join("?" * len(part))
+            found.update(
+                r[0]
+                for r in self.db.execute(
+                    f"SELECT hash FROM embeddings WHERE hash IN ({marks})", part
+                )
+            )
+        return wanted - found
+
+    def add_embeddings(self, hashes: Sequence[str], vectors: np.ndarray) -> None:
+        """Store vectors by content hash, in one transaction (a crash keeps all or none)."""
+        with self.db:
+            for h, vec in zip(hashes, vectors):
+                self._add_embedding(h, vec)
+
+    def _add_embedding(self, h: str, vec: np.ndarray) -> int:
+        row = self.db.execute("SELECT id FROM embeddings WHERE hash = ?", (h,)).fetchone()
+        if row:
+            return row[0]
+        self.db.execute("INSERT INTO embeddings(hash) VALUES (?)", (h,))
+        rowid = self.db.last_insert_rowid()
+        self.db.execute(
+            "INSERT INTO vectors(rowid, embedding) VALUES (?, ?)",
+            (rowid, np.asarray(vec, dtype=np.float32).tobytes()),
+        )
+        return rowid
+
+    def replace_note(self, note: Note, chunks: Sequence[tuple[Chunk, str, str]]) -> None:
+        """Replace a note's rows in one transaction.
+
+        ``chunks`` holds (chunk, url, embedding hash); every hash must already be stored
+        with ``add_embeddings``."""
+        with self.db:
+            old = self.db.execute(
+                "SELECT id FROM notes WHERE note_id = ?", (note.note_id,)
+            ).fetchone()
+            if old:
+                self._delete_rows(old[0])
+            self.db.execute(
+                """INSERT INTO notes(note_id, source, kind, title, path, url, tags, aliases,
+                   created, modified, archived, fingerprint, content_hash, indexed_at)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)""",
+                (
+                    note.note_id, note.source, note.kind, note.title, note.path, note.url,
+                    json.dumps(list(note.tags)), json.dumps(list(note.aliases)),
+                    note.created, note.modified, int(note.archived), note.fingerprint,
+                    note.content_hash, time.time(),
+                ),
+            )
+            rowid = self.db.last_insert_rowid()
+            for tag in {t.lower() for t in note.tags}:
+                self.db.execute("INSERT INTO note_tags(note, tag) VALUES (?, ?)", (rowid, tag))
+            tag_text = " ".join(note.tags)
+            title_text = " ".join((note.title, *note.aliases))
+            for chunk, url, h in chunks:
+                emb = self.db.execute("SELECT id FROM embeddings WHERE hash = ?", (h,)).fetchone()
+                if emb is None:
+                    raise ValueError(f"no stored embedding for chunk {chunk.seq} of {note.note_id}")
+                self.db.execute(
+                    """INSERT INTO chunks(note, seq, heading_path, anchor, url, text, embedding)
+                       VALUES (?,?,?,?,?,?,?)""",
+                    (rowid, chunk.seq, " > ".join(chunk.heading_path), chunk.anchor, url,
+                     chunk.text, emb[0]),
+                )
+                self.db.execute(
+                    "INSERT INTO chunks_fts(rowid, title, heading, body, tags) VALUES (?,?,?,?,?)",
+                    (self.db.last_insert_rowid(), title_text, " ".join(chunk.heading_path),
+                     chunk.text, tag_text),
+                )
+
+    def touch_note(self, note_id: str, fingerprint: str, url: str | None = None) -> None:
+        """Record a new fingerprint for a note whose content did not change."""
+        with self.db:
+            self.db.execute(
+                "UPDATE notes SET fingerprint = ?, url = coalesce(?, url) WHERE note_id = ?",
+                (fingerprint, url, note_id),
+            )
+
+    def delete_note(self, note_id: str) -> None:
+        with self.db:
+            row = self.db.execute("SELECT id FROM notes WHERE note_id = ?", (note_id,)).fetchone()
+            if row:
+                self._delete_rows(row[0])
+
+    def _delete_rows(self, rowid: int) -> None:
+        # Virtual tables see no foreign keys: clear the FTS rows by hand first.
+        self.db.execute(
+            "DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE note = ?)",
+            (rowid,),
+        )
+        self.db.execute("DELETE FROM notes WHERE id = ?", (rowid,))
+
+    def drop_source(self, source: str) -> int:
+        ids = [r[0] for r in self.db.execute("SELECT note_id FROM notes WHERE source = ?",
+                                             (source,))]
+        for note_id in ids:
+            self.delete_note(note_id)
+        with self.db:
+            self.db.execute("DELETE FROM sources WHERE name = ?", (source,))
+        return len(ids)
+
+    def prune_embeddings(self, keep_ratio: float = 0.2) -> int:
+        """Drop vectors no chunk uses once they exceed ``keep_ratio`` of the live ones
+        (kept until then so a renamed or re-added note costs no model time)."""
+        unused = self.db.execute(
+            "SELECT count(*) FROM embeddings WHERE id NOT IN (SELECT embedding FROM chunks)"
+        ).fetchone()[0]
+        live = self.db.execute("SELECT count(*) FROM embeddings").fetchone()[0] - unused
+        if unused <= max(200, keep_ratio * live):
+            return 0
+        with self.db:
+            self.db.execute(
+                "DELETE FROM vectors WHERE rowid IN "
+                "(SELECT id FROM embeddings WHERE id NOT IN (SELECT embedding FROM chunks))"
+            )
+            self.db.execute(
+                "DELETE FROM embeddings WHERE id NOT IN (SELECT embedding FROM chunks)"
+            )
+        return unused
+
+    def record_sync(self, source: str, kind: str, error: str | None = None,
+                    pending: int = 0) -> None:
+        now = time.time()
+        with self.db:
+            self.db.execute(
+                """INSERT INTO sources(name, kind, last_sync, last_error, pending)
+                   VALUES (?, ?, ?, ?, ?)
+                   ON CONFLICT(name) DO UPDATE SET kind = excluded.kind,
+                     last_sync = CASE WHEN excluded.last_error IS NULL
+                                 THEN excluded.last_sync ELSE sources.last_sync END,
+                     last_error = excluded.last_error, pending = excluded.pending""",
+                (source, kind, now if error is None else None, error, pending),
+            )
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def knn(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """(embedding id, cosine distance) of the ``k`` nearest stored vectors."""
+        rows = self.db.execute(
+            "SELECT rowid, distance FROM vectors WHERE embedding MATCH ? AND k = ? "
+            "ORDER BY distance",
+            (np.asarray(vector, dtype=np.float32).tobytes(), k),
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    def bm25(self, match: str, k: int, weights: Sequence[float] = (4.0, 2.0, 1.0, 2.0)
+             ) -> list[tuple[int, float]]:
+        """(chunk id, bm25 score, lower is better) for an FTS5 MATCH expression."""
+        w = ", ".join(str(float(x)) for x in weights)
+        rows = self.db.execute(
+            f"SELECT rowid, bm25(chunks_fts, {w}) AS s FROM chunks_fts "
+            "WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?",
+            (match, k),
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        one = self.db.execute
+        return {
+            "notes": one("SELECT count(*) FROM notes").fetchone()[0],
+            "chunks": one("SELECT count(*) FROM chunks").fetchone()[0],
+            "embeddings": one("SELECT count(*) FROM embeddings").fetchone()[0],
+        }
+
+    def source_rows(self) -> list[dict]:
+        rows = self.db.execute(
+            """SELECT s.name, s.kind, s.last_sync, s.last_error, s.pending,
+                      (SELECT count(*) FROM notes n WHERE n.source = s.name),
+                      (SELECT count(*) FROM chunks c JOIN notes n ON n.id = c.note
+                       WHERE n.source = s.name)
+               FROM sources s ORDER BY s.name"""
+        )
+        keys = ("name", "kind", "last_sync", "last_error", "pending", "notes", "chunks")
+        return [dict(zip(keys, r)) for r in rows]

@@ -1,0 +1,103 @@
+"""The records that flow through notewell: source -> Note -> Chunk -> (index rows) -> Hit.
+
+Plain frozen dataclasses with no behaviour beyond hashing, so every stage can be tested
+on its own and the daemon can hand them between threads without copying.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class NoteStub:
+    """What a cheap scan of a source sees: enough to tell whether a note changed."""
+
+    note_id: str
+    fingerprint: str  # e.g. mtime+size for a file; modification date + Z_OPT for Bear
+
+
+@dataclass(frozen=True)
+class Note:
+    """One note as its source gives it, before chunking."""
+
+    note_id: str  # "<source name>:<key in the source>", stable across syncs
+    source: str  # the configured source name
+    kind: str  # "markdown" | "obsidian" | "bear"
+    title: str
+    text: str  # Markdown body, frontmatter removed
+    url: str  # what Enter opens
+    path: str | None = None  # the file, when there is one
+    tags: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    created: float | None = None  # Unix seconds
+    modified: float | None = None
+    archived: bool = False
+    fingerprint: str = ""
+
+    @property
+    def content_hash(self) -> str:
+        """Covers everything that reaches the index; the URL and dates do not."""
+        h = hashlib.sha256()
+        for part in (self.title, self.text, " ".join(self.tags), " ".join(self.aliases)):
+            h.update(part.encode("utf-8", "surrogatepass"))
+            h.update(b"\x00")
+        h.update(b"archived" if self.archived else b"")
+        return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A passage of a note that is embedded and searched on its own."""
+
+    seq: int
+    heading_path: tuple[str, ...]  # headings above the passage, outermost first
+    text: str
+    anchor: str | None = None  # the nearest heading, for deep links
+
+    def embed_text(self, title: str) -> str:
+        """The text the model reads: title and heading path give a passage its context."""
+        context = " > ".join(p for p in (title, *self.heading_path) if p)
+        return f"{context}\n{self.text}" if context else self.text
+
+    @staticmethod
+    def text_hash(embed_text: str) -> str:
+        return hashlib.sha256(embed_text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass
+class Hit:
+    """One ranked note in a result list, with its best passage."""
+
+    note_id: str
+    title: str
+    source: str
+    kind: str
+    url: str
+    path: str | None
+    tags: list[str]
+    heading_path: str
+    snippet: str
+    passage: str
+    score: float
+    modified: float | None = None
+    archived: bool = False
+    why: dict = field(default_factory=dict)  # ranks per retriever, for debugging and eval
+
+    def to_dict(self) -> dict:
+        return {
+            "note_id": self.note_id,
+            "title": self.title,
+            "source": self.source,
+            "kind": self.kind,
+            "url": self.url,
+            "path": self.path,
+            "tags": list(self.tags),
+            "heading_path": self.heading_path,
+            "snippet": self.snippet,
+            "passage": self.passage,
+            "score": round(self.score, 6),
+            "modified": self.modified,
+            "archived": self.archived,
+        }

@@ -1,0 +1,57 @@
+"""Progress lines for long work (index builds) on stderr, with rate and time left.
+
+On a terminal the line redraws in place; elsewhere (logs, CI) a line is printed at most
+every few seconds so logs stay readable."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+
+class Progress:
+    def __init__(self, label: str, total: int, unit: str = "notes",
+                 stream: TextIO | None = None, every: float = 2.0) -> None:
+        self.label, self.total, self.unit = label, total, unit
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.every = 0.1 if self.tty else every
+        self.done = 0
+        self.start = time.monotonic()
+        self._last = 0.0
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        now = time.monotonic()
+        if now - self._last >= self.every or self.done >= self.total:
+            self._last = now
+            self._draw(now)
+
+    def line(self, now: float | None = None) -> str:
+        now = now or time.monotonic()
+        elapsed = max(now - self.start, 1e-9)
+        rate = self.done / elapsed
+        left = (self.total - self.done) / rate if rate > 0 else 0.0
+        width = 24
+        filled = int(width * self.done / self.total) if self.total else width
+        bar = "#" * filled + "-" * (width - filled)
+        return (f"{self.label} [{bar}] {self.done}/{self.total} {self.unit} "
+                f"{rate:,.1f}/s, {_clock(left)} left")
+
+    def _draw(self, now: float) -> None:
+        if self.tty:
+            self.stream.write("\r" + self.line(now) + "\x1b[K")
+        else:
+            self.stream.write(self.line(now) + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and self.total:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds + 0.5)
+    return f"{seconds // 60}:{seconds % 60:02d}"

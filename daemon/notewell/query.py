@@ -1,0 +1,66 @@
+"""Reading what the user typed: filters (``#tag``, ``in:source``) and the words to search.
+
+A launcher has only a text box, so filters live in the query. This module is pure string
+work, shared by the daemon, the CLI and the evaluation."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+MAX_QUERY_CHARS = 1000
+_WORD = re.compile(r"\w+", re.UNICODE)
+_FILTER = re.compile(r"(?:(?<=\s)|^)(#[\w][\w/\-]*|in:[\w.\-]+|similar:\S+)(?=\s|$)")
+
+
+@dataclass(frozen=True)
+class Query:
+    raw: str
+    text: str  # the query without its filters
+    tags: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    similar_to: str | None = None
+    words: tuple[str, ...] = field(default=())
+    # The last word is still being typed when the query does not end with a space.
+    partial: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not self.words and self.similar_to is None
+
+
+def parse(raw: str) -> Query:
+    raw = clean(raw)
+    tags, sources, similar = [], [], None
+    for m in _FILTER.finditer(raw):
+        token = m.group(1)
+        if token.startswith("#"):
+            tags.append(token[1:].lower().rstrip("/"))
+        elif token.startswith("in:"):
+            sources.append(token[3:])
+        else:
+            similar = token[len("similar:"):]
+    text = " ".join(_FILTER.sub(" ", raw).split())
+    words = tuple(_WORD.findall(text.lower()))
+    partial = bool(words) and not raw.endswith((" ", "\t")) and bool(_WORD.search(raw[-1:]))
+    return Query(raw, text, tuple(tags), tuple(sources), similar, words, partial)
+
+
+def clean(raw: str) -> str:
+    """Control characters out, length capped: what reaches FTS5 and the model is text."""
+    raw = raw.encode("utf-8", "replace").decode("utf-8")
+    raw = re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", " ", raw)
+    return raw[:MAX_QUERY_CHARS]
+
+
+def fts_match(words: tuple[str, ...], partial: bool, max_terms: int = 32) -> str | None:
+    """An FTS5 MATCH expression: every word a quoted string (so ``NEAR``, ``AND``, ``*``
+    and ``-`` are searched as text, never read as syntax), OR-ed, the last one a prefix
+    while it is still being typed."""
+    terms = [w for w in words if w][:max_terms]
+    if not terms:
+        return None
+    quoted = [f'"{w}"' for w in terms]
+    if partial and len(terms[-1]) >= 2:
+        quoted[-1] += "*"
+    return " OR ".join(quoted)

@@ -1,0 +1,30 @@
+"""Note sources: where notes come from (Markdown folders, Obsidian vaults, Bear).
+
+``open_source(config)`` returns the ``Source`` for one ``[[sources]]`` table. Every source
+answers the same three questions: which notes exist and how they look cheaply
+(``scan``), what one note says (``load``), and the link that opens a passage
+(``passage_url``).
+"""
+
+from __future__ import annotations
+
+from ..config import SourceConfig
+from .base import Source, SourceError, SourceWarning
+
+__all__ = ["Source", "SourceError", "SourceWarning", "open_source"]
+
+
+def open_source(cfg: SourceConfig) -> Source:
+    if cfg.type == "markdown":
+        from .markdown import MarkdownSource
+
+        return MarkdownSource(cfg)
+    if cfg.type == "obsidian":
+        from .obsidian import ObsidianSource
+
+        return ObsidianSource(cfg)
+    if cfg.type == "bear":
+        from .bear import BearSource
+
+        return BearSource(cfg)
+    raise SourceError(f"unknown source type {cfg.type!r}")

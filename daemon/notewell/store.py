@@ -1,0 +1,111 @@
+"""Index files on disk: which one is current, building a new one beside it, and recovery.
+
+The index directory holds generations ``index-<n>.sqlite``; the highest complete one is
+current. A rebuild writes ``building-<n>.sqlite`` and renames it into place only when it
+is finished and closed (so no WAL file is left behind to confuse the next reader); readers
+notice the new generation and reopen. A file that is not a usable database is moved aside
+as ``*.corrupt-<time>`` (never deleted) and a fresh generation starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import time
+
+from . import paths
+from .index import BuildSettings, Index, IndexCorrupt
+
+log = logging.getLogger(__name__)
+_GEN = re.compile(r"^index-(\d+)\.sqlite$")
+
+
+def generations(directory: str | None = None) -> list[tuple[int, str]]:
+    directory = directory or paths.index_dir()
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    found = [(int(m.group(1)), os.path.join(directory, n)) for n in names
+             if (m := _GEN.match(n))]
+    return sorted(found)
+
+
+def current_path(directory: str | None = None) -> str:
+    """The current generation, or the path the first one will have."""
+    directory = directory or paths.index_dir()
+    gens = generations(directory)
+    return gens[-1][1] if gens else os.path.join(directory, "index-1.sqlite")
+
+
+def open_current(settings: BuildSettings, directory: str | None = None,
+                 recover: bool = True) -> Index:
+    """Open the current index; a corrupt file is moved aside and replaced if ``recover``."""
+    directory = directory or paths.index_dir()
+    paths.ensure_private_dir(directory)
+    path = current_path(directory)
+    try:
+        index = Index(path, settings)
+        if recover:
+            problems = index.integrity_check(quick=True)
+            if problems:
+                index.close()
+                raise IndexCorrupt(f"{path}: integrity check failed: {problems[0]}")
+        return index
+    except IndexCorrupt as e:
+        if not recover:
+            raise
+        moved = quarantine(path)
+        log.error("%s; moved it aside to %s and starting a fresh index", e, moved)
+        return Index(next_path(directory), settings)
+
+
+def quarantine(path: str) -> str:
+    """Move a damaged index (and its WAL files) aside, keeping them for inspection."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = f"{path}.corrupt-{stamp}"
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(path + suffix, target + suffix)
+    return target
+
+
+def next_path(directory: str) -> str:
+    gens = generations(directory)
+    n = gens[-1][0] + 1 if gens else 1
+    return os.path.join(directory, f"index-{n}.sqlite")
+
+
+def building_path(directory: str | None = None) -> str:
+    directory = directory or paths.index_dir()
+    final = next_path(directory)
+    return os.path.join(directory, "building-" + os.path.basename(final)[len("index-"):])
+
+
+def publish(building: str) -> str:
+    """Make a finished, closed build the current generation."""
+    directory = os.path.dirname(building)
+    final = next_path(directory)
+    for suffix in ("-wal", "-shm"):
+        if os.path.exists(building + suffix):
+            raise RuntimeError(f"{building} is still open; close it before publishing")
+    os.replace(building, final)
+    return final
+
+
+def remove_old(directory: str | None = None, keep: str | None = None) -> list[str]:
+    """Delete generations older than the current one (or ``keep``)."""
+    directory = directory or paths.index_dir()
+    gens = generations(directory)
+    keep = keep or (gens[-1][1] if gens else None)
+    removed = []
+    for _, path in gens:
+        if path == keep:
+            break
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path + suffix)
+        removed.append(path)
+    return removed
