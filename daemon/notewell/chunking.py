@@ -18,7 +18,7 @@ from .notes import Chunk
 _PIECE = re.compile(r"\w+|[^\w\s]")
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 @dataclass(frozen=True)
@@ -179,28 +179,37 @@ def _paragraphs(body: str) -> list[str]:
 
 
 def _windows(text: str, s: ChunkSettings) -> list[str]:
-    """Overlapping windows of whole sentences (or whole words for sentence-less text)."""
-    units = _SENTENCE_END.split(text)
-    if len(units) == 1 or any(count_pieces(u) > s.max_pieces for u in units):
-        units = _word_runs(text, max(1, s.max_pieces // 4))
+    """Windows of whole sentences (a sentence over budget is cut at words), each starting
+    with the last ``overlap_pieces`` of the one before, so no thought is cut in half."""
+    units: list[str] = []
+    for sentence in _SENTENCE_END.split(text):
+        if count_pieces(sentence) > s.max_pieces // 2:
+            units.extend(_word_runs(sentence, max(1, s.overlap_pieces // 2)))
+        else:
+            units.append(sentence)
     out, current, size = [], [], 0
     for unit in units:
         n = count_pieces(unit)
         if current and size + n > s.max_pieces:
             out.append(" ".join(current))
-            keep: list[str] = []
-            kept = 0
-            for prev in reversed(current):
-                kept += count_pieces(prev)
-                if kept > s.overlap_pieces:
-                    break
-                keep.insert(0, prev)
-            current, size = keep, sum(count_pieces(k) for k in keep)
+            tail = _tail_words(" ".join(current), s.overlap_pieces)
+            current, size = [tail], count_pieces(tail)
         current.append(unit)
         size += n
     if current:
         out.append(" ".join(current))
     return out
+
+
+def _tail_words(text: str, pieces: int) -> str:
+    kept: list[str] = []
+    size = 0
+    for word in reversed(text.split()):
+        size += count_pieces(word)
+        if size > pieces:
+            break
+        kept.insert(0, word)
+    return " ".join(kept)
 
 
 def _word_runs(text: str, pieces: int) -> list[str]:

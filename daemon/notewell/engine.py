@@ -26,6 +26,12 @@ log = logging.getLogger(__name__)
 
 
 def default_embedder() -> Embedder:
+    """The ONNX MiniLM model; ``NOTEWELL_EMBEDDER=fake`` swaps in the deterministic test
+    embedder so that daemon tests in subprocesses need no model time."""
+    if os.environ.get("NOTEWELL_EMBEDDER") == "fake":
+        from .embedding import FakeEmbedder
+
+        return FakeEmbedder()
     from .embedding import OnnxEmbedder
 
     return OnnxEmbedder()

@@ -22,6 +22,7 @@ from .notes import Hit
 from .query import Query, fts_match, parse
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_HEADING_LINE = re.compile(r"^#{1,6}\s")
 _MD_NOISE = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s*|```\w*|~~~\w*)")
 
 
@@ -259,7 +260,10 @@ def _like_prefix(tag: str) -> str:
 
 
 def clean_passage(text: str) -> str:
-    lines = [_MD_NOISE.sub("", line).rstrip() for line in text.splitlines()]
+    """The passage as a reader wants it copied: heading lines (already in the heading
+    path) and Markdown list/quote/fence markers dropped."""
+    lines = [_MD_NOISE.sub("", line).rstrip() for line in text.splitlines()
+             if not _HEADING_LINE.match(line)]
     return "\n".join(line for line in lines if line.strip())
 
 

@@ -1,0 +1,150 @@
+"""Shared fixtures: a private NOTEWELL_HOME per test, a small note folder, embedders,
+and a daemon running in a subprocess over a real socket."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CLIENT = REPO / "client" / "notewell-query"
+SHARED = REPO.parent / "shared" / "data"
+
+sys.path.insert(0, str(REPO / "daemon"))
+
+from notewell import client, config, paths, protocol  # noqa: E402
+from notewell.embedding import FakeEmbedder  # noqa: E402
+
+NOTES = {
+    "git/undo-commit.md": "# Undo the last commit\n\nUse `git reset --soft HEAD~1` to undo the "
+    "last commit but keep the changes staged.\n\n## Remote branches\n\nDelete a remote branch "
+    "with `git push origin --delete name`.\n",
+    "db/postgres-vacuum.md": "---\ntags: [postgres, db/maintenance]\n---\n# Postgres vacuum\n\n"
+    "Run VACUUM ANALYZE after a bulk delete so the planner statistics stay fresh.\n",
+    "kitchen/banana-bread.md": "# Banana bread\n\nThree ripe bananas, flour, sugar, butter. "
+    "Bake for an hour at 175C. #recipes #baking\n",
+    "travel/lisbon.md": "# Lisbon weekend\n\nTram 28, pastel de nata in Belem, and the "
+    "miradouros at sunset. #travel\n",
+    "private/secret.md": "# Secret\n\nThe wifi password is hunter2.\n",
+}
+
+
+def write_notes(root: Path, notes: dict[str, str] = NOTES) -> Path:
+    for rel, text in notes.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    h = tmp_path / "home"
+    h.mkdir()
+    monkeypatch.setenv("NOTEWELL_HOME", str(h))
+    return h
+
+
+@pytest.fixture
+def notes_dir(tmp_path: Path) -> Path:
+    return write_notes(tmp_path / "notes")
+
+
+@pytest.fixture
+def notes_config(home: Path, notes_dir: Path) -> config.Config:
+    cfg = config.Config(sources=(config.SourceConfig(
+        "notes", "markdown", str(notes_dir), ("private/**",)),))
+    config.save(cfg)
+    return config.load()
+
+
+@pytest.fixture
+def fake_embedder() -> FakeEmbedder:
+    return FakeEmbedder()
+
+
+@pytest.fixture(scope="session")
+def real_embedder():
+    from notewell.embedding import OnnxEmbedder
+
+    return OnnxEmbedder()
+
+
+def subprocess_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOTEWELL_")}
+    env.update(NOTEWELL_HOME=str(home), **extra)
+    return env
+
+
+class DaemonProcess:
+    def __init__(self, home: Path, proc: subprocess.Popen, log: Path) -> None:
+        self.home, self.proc, self.log = home, proc, log
+
+    def ask(self, op: str, **args) -> dict:
+        return client.ask(protocol.request(op, **args), timeout=10)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def start_daemon(home: Path, *, fake: bool = True, poll: float = 0.5,
+                 timeout: float = 60) -> DaemonProcess:
+    log = home / "daemon-test.log"
+    env = subprocess_env(home, **({"NOTEWELL_EMBEDDER": "fake"} if fake else {}))
+    env["PYTHONPATH"] = str(REPO / "daemon")
+    with open(log, "ab") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "notewell", "serve", "--poll", str(poll)],
+                                env=env, stdout=f, stderr=f, stdin=subprocess.DEVNULL)
+    d = DaemonProcess(home, proc, log)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"daemon exited {proc.returncode}: {log.read_text()[-2000:]}")
+        try:
+            reply = d.ask("ping")
+            if reply["ok"] and reply["result"]["state"] == "ready":
+                return d
+        except (OSError, protocol.ProtocolError):
+            pass
+        time.sleep(0.05)
+    d.stop()
+    raise RuntimeError(f"daemon not ready in {timeout}s: {log.read_text()[-2000:]}")
+
+
+@pytest.fixture
+def daemon(home: Path, notes_config: config.Config):
+    """A daemon (fake embedder) over the small note folder, synced and ready."""
+    d = start_daemon(home)
+    _wait_synced(d)
+    yield d
+    d.stop()
+
+
+def _wait_synced(d: DaemonProcess, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = d.ask("status")["result"]
+        if status.get("notes", 0) > 0 and status.get("last_sync"):
+            return
+        time.sleep(0.05)
+    raise RuntimeError("daemon never finished its first sync")
+
+
+def run_client(home: Path, *args: str, timeout: float = 10) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-IS", str(CLIENT), *args], capture_output=True,
+                          env=subprocess_env(home), timeout=timeout, check=False)
+
+
+__all__ = ["CLIENT", "REPO", "SHARED", "paths", "run_client", "start_daemon", "write_notes"]

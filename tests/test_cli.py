@@ -1,0 +1,72 @@
+"""The notewell command: every subcommand documented, and the wiring of the main ones."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, subprocess_env
+from notewell import cli
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    parser = cli.build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_every_subcommand_has_a_handler_help_and_a_readme_entry():
+    readme = (REPO / "README.md").read_text()
+    subs = subcommands()
+    assert set(subs) == set(cli.COMMANDS)
+    parser = cli.build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {c.dest: c.help for c in action._choices_actions}
+    for name, sub in subs.items():
+        assert helps.get(name), f"`notewell {name}` has no help line"
+        assert sub.description, f"`notewell {name}` has no description"
+        assert f"notewell {name}" in readme, f"README does not document `notewell {name}`"
+
+
+def run(home, *args, **env):
+    return subprocess.run([sys.executable, "-m", "notewell", *args], capture_output=True,
+                          text=True, env=subprocess_env(home, NOTEWELL_EMBEDDER="fake", **env),
+                          timeout=60)
+
+
+def test_index_search_status_without_a_daemon(home, notes_config):
+    out = run(home, "index")
+    assert out.returncode == 0, out.stderr
+    assert "4 added" in out.stdout
+    out = run(home, "search", "banana", "--json")
+    hits = json.loads(out.stdout)
+    for key in ("note_id", "title", "source", "url", "path", "tags", "heading_path", "snippet",
+                "score"):
+        assert key in hits[0]
+    status = json.loads(run(home, "status", "--json").stdout)
+    assert status["notes"] == 4 and status["index_version"] >= 1
+    assert status["sources"][0]["name"] == "notes" and status["sources"][0]["last_sync"]
+
+
+def test_index_without_sources_says_what_to_do(home):
+    out = run(home, "index")
+    assert out.returncode == 1 and "[[sources]]" in out.stderr
+
+
+def test_bad_config_is_a_clear_error(home):
+    (home / "config.toml").write_text("[[sources]]\nname = 'x'\ntype = 'evernote'\n")
+    out = run(home, "status")
+    assert out.returncode == 1 and "type" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_search_through_the_daemon(daemon):
+    out = run(daemon.home, "search", "lisbon", "--limit", "1")
+    assert out.returncode == 0 and "Lisbon weekend" in out.stdout
+
+
+@pytest.mark.parametrize("args", [["--help"], ["search", "--help"], ["index", "--help"]])
+def test_help_exits_zero(home, args):
+    assert run(home, *args).returncode == 0

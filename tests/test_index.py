@@ -1,0 +1,144 @@
+"""The index file: extension loading, round trips, settings recorded and enforced, rebuilds."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+
+import numpy as np
+import pytest
+from notewell import store
+from notewell.chunking import ChunkSettings, chunk_note
+from notewell.config import Config, SourceConfig
+from notewell.engine import Engine
+from notewell.index import BuildSettings, Index, IndexCorrupt, IndexMismatch, connect
+from notewell.notes import Chunk, Note
+
+SETTINGS = BuildSettings("fake-hash:64", 64, ChunkSettings().fingerprint())
+
+
+def test_apsw_loads_sqlite_vec_and_fts5_on_this_python():
+    conn = connect(":memory:")
+    assert conn.execute("SELECT vec_version()").fetchone()[0].startswith("v")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(x, tokenize='porter unicode61')")
+    conn.execute("INSERT INTO t VALUES ('running shoes')")
+    assert conn.execute("SELECT count(*) FROM t WHERE t MATCH 'run'").fetchone()[0] == 1
+    # Record why apsw: the standard module may not be able to load extensions at all.
+    stdlib = hasattr(sqlite3.connect(":memory:"), "enable_load_extension")
+    print(f"{sys.version.split()[0]}: stdlib sqlite3 extension loading: {stdlib}")
+
+
+def _note(note_id: str, text: str, tags=()) -> Note:
+    return Note(note_id=note_id, source="s", kind="markdown", title=note_id.split(":")[1],
+                text=text, url=f"file:///{note_id}", tags=tuple(tags), fingerprint="f1")
+
+
+def _store(index: Index, embedder, note: Note) -> list[str]:
+    rows, texts = [], []
+    for chunk in chunk_note(note.title, note.text):
+        t = chunk.embed_text(note.title)
+        rows.append((chunk, note.url, Chunk.text_hash(t)))
+        texts.append(t)
+    missing = sorted(index.missing_embeddings(h for _, _, h in rows))
+    by_hash = dict(zip((h for _, _, h in rows), texts))
+    if missing:
+        index.add_embeddings(missing, embedder.embed_batch([by_hash[h] for h in missing]))
+    index.replace_note(note, rows)
+    return missing
+
+
+def test_round_trip_knn_bm25_and_delete(tmp_path, fake_embedder):
+    index = Index(str(tmp_path / "i.sqlite"), SETTINGS)
+    _store(index, fake_embedder, _note("s:a", "postgres vacuum analyze planner", ["db"]))
+    _store(index, fake_embedder, _note("s:b", "banana bread recipe with walnuts"))
+    assert index.counts() == {"notes": 2, "chunks": 2, "embeddings": 2}
+    q = fake_embedder.embed_batch(["postgres vacuum"])[0]
+    emb_id, distance = index.knn(q, 1)[0]
+    chunk_note_id = index.db.execute(
+        "SELECT n.note_id FROM chunks c JOIN notes n ON n.id = c.note WHERE c.embedding = ?",
+        (emb_id,)).fetchone()[0]
+    assert chunk_note_id == "s:a" and distance < 0.5
+    assert len(index.bm25('"banana"', 5)) == 1
+    index.delete_note("s:b")
+    assert index.bm25('"banana"', 5) == []
+    assert index.counts()["notes"] == 1
+    # the vector stays (content-addressed) until pruning decides it is not worth keeping
+    assert index.counts()["embeddings"] == 2
+
+
+def test_replacing_a_note_keeps_fts_and_chunks_one_to_one(tmp_path, fake_embedder):
+    index = Index(str(tmp_path / "i.sqlite"), SETTINGS)
+    for text in ("first version words", "second version words", "third words"):
+        _store(index, fake_embedder, _note("s:a", text))
+    chunks = index.db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    fts = index.db.execute("SELECT count(*) FROM chunks_fts").fetchone()[0]
+    assert chunks == fts == 1
+    assert index.bm25('"first"', 5) == [] and len(index.bm25('"third"', 5)) == 1
+
+
+def test_same_text_is_embedded_once(tmp_path, fake_embedder):
+    index = Index(str(tmp_path / "i.sqlite"), SETTINGS)
+    assert _store(index, fake_embedder, _note("s:a", "identical body text"))
+    assert _store(index, fake_embedder, _note("s:a", "identical body text")) == []
+
+
+def test_settings_are_recorded_and_a_mismatch_is_refused(tmp_path):
+    path = str(tmp_path / "i.sqlite")
+    Index(path, SETTINGS).close()
+    meta = Index(path, SETTINGS).meta()
+    assert meta["embedder"] == "fake-hash:64" and meta["chunker"] == SETTINGS.chunker
+    other = BuildSettings("fake-hash:64", 64, ChunkSettings(max_pieces=99).fingerprint())
+    with pytest.raises(IndexMismatch, match="--rebuild"):
+        Index(path, other)
+
+
+def test_a_file_that_is_not_a_database_is_reported(tmp_path):
+    path = tmp_path / "i.sqlite"
+    path.write_bytes(b"this is not sqlite" * 1000)
+    with pytest.raises(IndexCorrupt):
+        Index(str(path), SETTINGS)
+
+
+def test_corrupt_index_is_moved_aside_not_deleted(tmp_path):
+    d = tmp_path / "index"
+    d.mkdir()
+    (d / "index-1.sqlite").write_bytes(b"garbage" * 5000)
+    index = store.open_current(SETTINGS, str(d))
+    assert index.counts()["notes"] == 0 and not index.integrity_check()
+    kept = [p.name for p in d.iterdir() if ".corrupt-" in p.name]
+    assert kept and (d / kept[0]).read_bytes().startswith(b"garbage")
+
+
+def test_rebuild_after_settings_change_swaps_in_a_new_generation(tmp_path, notes_dir,
+                                                                 fake_embedder):
+    cfg = Config(sources=(SourceConfig("notes", "markdown", str(notes_dir), ("private/**",)),))
+    d = str(tmp_path / "index")
+    engine = Engine(cfg, embedder=fake_embedder, index_dir=d)
+    engine.sync()
+    first = engine.index.path
+    n = engine.status()["notes"]
+    engine.close()
+    changed = ChunkSettings(max_pieces=120)
+    with pytest.raises(IndexMismatch):
+        Engine(cfg, embedder=fake_embedder, chunker=changed, index_dir=d)
+    from notewell.engine import rebuild
+    from notewell.sources import open_source
+
+    calls_before = len(fake_embedder.calls)
+    final, reports = rebuild([open_source(s) for s in cfg.sources], fake_embedder, changed, d)
+    assert final != first and store.current_path(d) == final
+    engine = Engine(cfg, embedder=fake_embedder, chunker=changed, index_dir=d)
+    assert engine.status()["notes"] == n
+    # these notes are single-chunk, so their text hashes are unchanged: nothing re-embedded
+    assert len(fake_embedder.calls) == calls_before
+    assert reports[0].reused > 0 and reports[0].embedded == 0
+    hits = engine.search("postgres vacuum").hits
+    assert hits and hits[0].note_id == "notes:db/postgres-vacuum.md"
+
+
+def test_vectors_round_trip_exactly(tmp_path):
+    index = Index(str(tmp_path / "i.sqlite"), SETTINGS)
+    v = np.random.default_rng(1).standard_normal((3, 64)).astype(np.float32)
+    index.add_embeddings(["a", "b", "c"], v)
+    blob = index.db.execute("SELECT embedding FROM vectors WHERE rowid = 2").fetchone()[0]
+    assert np.array_equal(np.frombuffer(blob, dtype=np.float32), v[1])

@@ -1,0 +1,89 @@
+"""Hybrid search over a small corpus (fake embedder): filters, grouping, snippets, safety."""
+
+from __future__ import annotations
+
+import pytest
+from notewell.engine import Engine
+from notewell.search import snippet
+
+
+@pytest.fixture
+def engine(notes_config, fake_embedder, home):
+    e = Engine(notes_config, embedder=fake_embedder)
+    e.sync()
+    yield e
+    e.close()
+
+
+def ids(result):
+    return [h.note_id for h in result.hits]
+
+
+def test_each_note_appears_once_with_its_best_passage(engine, notes_dir):
+    filler = " ".join(f"word{i}" for i in range(60))
+    (notes_dir / "git" / "long.md").write_text(
+        f"# Git notes\n\n## Stashing\n\nStash work in progress. {filler}\n\n"
+        f"## Tags\n\nPush annotated tags to the remote. {filler}\n\n"
+        f"## Remote branches\n\nPrune stale remote tracking branches. {filler}\n")
+    engine.sync()
+    hits = engine.search("prune stale remote tracking branches").hits
+    assert [h.note_id for h in hits].count("notes:git/long.md") == 1
+    top = hits[0]
+    assert top.note_id == "notes:git/long.md"
+    assert top.heading_path == "Remote branches"
+    assert top.snippet.startswith("Prune stale remote tracking branches")
+    assert "Remote branches" not in top.passage.splitlines()[0]
+
+
+def test_excluded_folder_is_not_indexed(engine):
+    assert "notes:private/secret.md" not in ids(engine.search("wifi password hunter2"))
+    n = engine.index.db.execute("SELECT count(*) FROM notes WHERE path LIKE '%private%'")
+    assert n.fetchone()[0] == 0
+
+
+def test_last_word_is_a_prefix_while_typing(engine):
+    assert ids(engine.search("postg"))[0] == "notes:db/postgres-vacuum.md"
+    assert ids(engine.search("banan"))[0] == "notes:kitchen/banana-bread.md"
+
+
+def test_tag_filter_includes_nested_children_and_intersects(engine):
+    assert ids(engine.search("#db vacuum")) == ["notes:db/postgres-vacuum.md"]
+    assert ids(engine.search("#recipes #baking bread")) == ["notes:kitchen/banana-bread.md"]
+    assert ids(engine.search("#recipes #travel")) == []
+
+
+def test_filter_that_matches_nothing_says_so_and_never_falls_back(engine):
+    r = engine.search("#nosuchtag bread")
+    assert r.hits == [] and "#nosuchtag" in r.notices[0]
+    r = engine.search("in:elsewhere bread")
+    assert r.hits == [] and "elsewhere" in r.notices[0]
+    assert ids(engine.search("in:notes lisbon"))[0] == "notes:travel/lisbon.md"
+
+
+@pytest.mark.parametrize("q", ['"', "*", "NEAR(", "AND", "-", ":", 'a" OR "b', "col:x*",
+                               "(((", "^", "\x00\x01", "   ", "x" * 100_000])
+def test_fts_syntax_and_junk_are_searched_as_text(engine, q):
+    result = engine.search(q)
+    assert isinstance(result.hits, list)
+
+
+def test_empty_query_lists_recent_notes(engine):
+    assert len(engine.search("").hits) == 4
+
+
+def test_similar_excludes_the_note_itself(engine):
+    hits = engine.similar("notes:git/undo-commit.md")
+    assert hits and "notes:git/undo-commit.md" not in [h.note_id for h in hits]
+    assert engine.similar("notes:nope") == []
+
+
+def test_dense_and_bm25_modes_are_available(engine):
+    assert ids(engine.search("tram", mode="bm25")) == ["notes:travel/lisbon.md"]
+    assert engine.search("tram", mode="dense").hits
+
+
+def test_snippet_is_the_matching_sentence_not_the_start():
+    text = "Intro sentence here. Another unrelated line. The vacuum runs nightly at 3am."
+    assert snippet(text, ("vacuum",), False).startswith("The vacuum runs nightly")
+    assert snippet(text, ("zzz",), False).startswith("Intro sentence")
+    assert snippet("## Heading\nBody text.", (), False) == "Body text."
