@@ -25,8 +25,8 @@ def test_hit_item_fields():
     assert item["title"] == "Undo the last commit"
     assert item["subtitle"] == "Remote branches · Delete a remote branch with git push."
     assert item["arg"] == "file:///n/git/undo.md"
-    assert item["text"] == {"copy": "Delete a remote branch with git push origin --delete name.",
-                            "largetype": "Delete a remote branch with git push origin --delete name."}
+    passage = "Delete a remote branch with git push origin --delete name."
+    assert item["text"] == {"copy": passage, "largetype": passage}
     assert item["quicklookurl"] == "/n/git/undo.md"
     assert item["icon"] == {"path": "icons/markdown.png"}
     assert item["variables"]["query"] == "del rem"
@@ -47,7 +47,8 @@ def test_note_without_file_has_no_quicklook_and_cmd_opens():
 def test_results_feedback_puts_notices_first_and_never_returns_an_empty_list():
     doc = json.loads(alfred.results_feedback([hit()], ["No notes are tagged #x."], "q"))
     assert doc["skipknowledge"] is True
-    assert doc["items"][0]["title"] == "No notes are tagged #x." and doc["items"][0]["valid"] is False
+    assert doc["items"][0]["title"] == "No notes are tagged #x."
+    assert doc["items"][0]["valid"] is False
     empty = json.loads(alfred.results_feedback([], [], "zzz"))
     assert len(empty["items"]) == 1 and "zzz" in empty["items"][0]["title"]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from notewell.chunking import ChunkSettings, chunk_note, count_pieces, split_sections
 
 S = ChunkSettings()
@@ -47,7 +49,7 @@ def test_text_without_headings_is_windowed_with_overlap():
     assert len(chunks) > 3
     assert all(count_pieces(c.text) <= S.max_pieces for c in chunks)
     # consecutive windows share text (the overlap), and nothing is lost
-    for a, b in zip(chunks, chunks[1:]):
+    for a, b in itertools.pairwise(chunks):
         assert set(a.text.split()) & set(b.text.split())
     covered = set().union(*(c.text.replace(".", "").split() for c in chunks))
     assert {f"alpha{i}" for i in range(600)} <= covered
@@ -82,7 +84,8 @@ def test_empty_note_yields_its_title_and_blank_note_nothing():
 
 
 def test_non_ascii_text_is_kept_intact():
-    text = "# Crème brûlée\n\n## Zubereitung\n\nÜber Nacht kühlen. 卵黄と砂糖を混ぜる。 🍮 " + words(50)
+    text = ("# Crème brûlée\n\n## Zubereitung\n\nÜber Nacht kühlen. 卵黄と砂糖を混ぜる。 🍮 "
+            + words(50))
     chunks = chunk_note("Crème brûlée", text)
     assert chunks[0].heading_path == ("Zubereitung",)
     assert "卵黄と砂糖を混ぜる" in chunks[0].text and "🍮" in chunks[0].text

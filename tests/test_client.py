@@ -53,7 +53,8 @@ def test_unknown_format_is_an_item_not_a_crash(home):
 def test_client_script_is_executable_and_runs_from_anywhere(home, tmp_path):
     assert CLIENT.stat().st_mode & 0o111
     out = subprocess.run([str(CLIENT), "q"], capture_output=True, cwd=tmp_path,
-                         env={"NOTEWELL_HOME": str(home), "PATH": f"{sys.prefix}/bin:/usr/bin:/bin"},
+                         env={"NOTEWELL_HOME": str(home),
+                              "PATH": f"{sys.prefix}/bin:/usr/bin:/bin"},
                          timeout=10)
     assert out.returncode == 0 and json.loads(out.stdout)["items"]
     assert REPO.exists()
