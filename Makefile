@@ -20,7 +20,7 @@ demo: install
 	NOTEWELL_HOME=$(DEMO_HOME) $(VENV)/bin/notewell demo
 
 test: install
-	$(VENV)/bin/ruff check daemon client tests bench
+	$(VENV)/bin/ruff check
 	$(PY) -m pytest
 
 bench: install
