@@ -31,7 +31,7 @@ def test_hit_item_fields():
     assert item["icon"] == {"path": "icons/markdown.png"}
     assert item["variables"]["query"] == "del rem"
     assert item["mods"]["cmd"]["arg"] == "/n/git/undo.md"
-    assert item["mods"]["cmd"]["variables"] == {"action": "reveal"}
+    assert item["mods"]["cmd"]["variables"]["action"] == "reveal"
     assert item["mods"]["alt"]["arg"] == item["text"]["copy"]
     assert item["mods"]["ctrl"]["arg"] == "[Undo the last commit](file:///n/git/undo.md)"
     assert item["mods"]["fn"]["arg"] == "similar:notes:git/undo.md"

@@ -9,14 +9,17 @@ client more than its whole interpreter start.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
+# Not ``from typing import TYPE_CHECKING``: importing ``typing`` took the per-keystroke
+# client from 8 ms to 36 ms (bench/keystroke.py); type checkers honour this spelling too.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .notes import Hit
 
 ICONS = {"bear": "icons/bear.png", "obsidian": "icons/obsidian.png",
          "markdown": "icons/markdown.png"}
-MOD_HINT = "⌘ reveal · ⌥ copy passage · ⌃ copy link · fn similar"
+MOD_HINT = ("⌘ reveal · ⌥ copy passage · ⌃ copy link · ⇧ Quick Look · fn similar · "
+            "⌘L large type · ⌘C copy")
 
 
 def hit_item(hit: Hit, query: str = "") -> dict:
@@ -38,19 +41,31 @@ def hit_item(hit: Hit, query: str = "") -> dict:
         "mods": {
             "cmd": {"arg": reveal, "subtitle": "Reveal in Finder" if hit.path
                     else "Open in " + hit.kind.title(),
-                    "variables": {"action": "reveal" if hit.path else "open"}},
+                    "variables": _mod_vars("reveal" if hit.path else "open", hit, query)},
             "alt": {"arg": hit.passage, "subtitle": "Copy passage: " + hit.snippet[:80],
-                    "variables": {"action": "copy"}},
+                    "variables": _mod_vars("copy", hit, query)},
             "ctrl": {"arg": link, "subtitle": "Copy Markdown link " + link[:80],
-                     "variables": {"action": "copy"}},
+                     "variables": _mod_vars("copy", hit, query)},
+            # Quick Look needs a file; a Bear note's passage is previewed from a temp file.
+            "shift": {"arg": hit.path or hit.passage,
+                      "subtitle": "Quick Look the file" if hit.path
+                      else "Quick Look the passage",
+                      "variables": _mod_vars("quicklook" if hit.path else "preview", hit,
+                                             query)},
             "fn": {"arg": f"similar:{hit.note_id}", "subtitle": "Show notes similar to this one",
-                   "variables": {"action": "similar"}},
+                   "variables": _mod_vars("similar", hit, query)},
         },
     }
     if hit.path:
         item["quicklookurl"] = hit.path
         item["type"] = "file:skipcheck"
     return item
+
+
+def _mod_vars(action: str, hit: Hit, query: str) -> dict:
+    # A modifier's variables replace the item's in Alfred, so each carries the note and the
+    # query it was rendered for: the action checks them against the newest query typed.
+    return {"action": action, "note_id": hit.note_id, "query": query}
 
 
 def message_item(title: str, subtitle: str = "", *, arg: str | None = None,
@@ -76,14 +91,43 @@ def feedback(items: list[dict], *, rerun: float | None = None,
     return json.dumps(doc, ensure_ascii=False)
 
 
-def results_feedback(hits: list[Hit], notices: list[str], query: str) -> str:
+def results_feedback(hits: list[Hit], notices: list[str], query: str,
+                     lag: dict | None = None, *, rebuilding: dict | None = None) -> str:
     items = [message_item(n, "Filters: #tag and in:source · remove them to search everything")
              for n in notices]
     items += [hit_item(h, query) for h in hits]
-    if not items:
+    if not items and not rebuilding:
         items = [message_item(f"No notes match “{query}”",
                               "Try other words, or fewer of them")]
+    if lag:
+        items.insert(0, behind_item(lag))
+    if rebuilding:
+        # Alfred re-runs the query every second, so results fill in as the index does.
+        items.insert(0, rebuilding_item(rebuilding))
+        return feedback(items, rerun=1.0, variables={"query": query})
     return feedback(items, variables={"query": query})
+
+
+def rebuilding_item(rebuilding: dict) -> dict:
+    """The item above results while a damaged index is rebuilt (``Daemon.rebuilding``)."""
+    notes = int(rebuilding.get("notes", 0))
+    return message_item("notewell is rebuilding its index…",
+                        f"The old one was damaged and kept aside; {notes} notes indexed "
+                        "so far, results may be incomplete")
+
+
+def behind_item(lag: dict) -> dict:
+    """The hint above results when the index lags its sources (see ``Daemon.lag``)."""
+    minutes = max(1, int(lag.get("minutes", 0)))
+    title = f"Index is {minutes} minute{'s' if minutes != 1 else ''} behind"
+    error = lag.get("error")
+    if error:
+        name, message = error
+        subtitle = f"Syncing {name} keeps failing: {message}"
+    else:
+        subtitle = (f"Changes in {', '.join(lag.get('sources', []))} are not indexed yet; "
+                    "results may miss recent edits")
+    return message_item(title, subtitle[:300])
 
 
 def message_feedback(title: str, subtitle: str = "", *, arg: str | None = None,

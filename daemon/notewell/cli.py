@@ -57,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run the daemon: load the model and index, answer on the "
                        "socket, keep the index in sync. Stops cleanly on SIGTERM.")
     s.add_argument("--poll", type=float, default=5.0, metavar="SECONDS",
-                   help="how often to look for changes in the sources (default 5)")
+                   help="how often to poll sources that file-system events do not cover "
+                   "(default 5); Bear is checked every second")
 
     s = sub.add_parser("search", help="search from the terminal",
                        description="Search your notes. Filters go in the query: #tag (a "
@@ -77,9 +78,71 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--limit", type=int, default=10)
     s.add_argument("--json", action="store_true")
 
+    s = sub.add_parser("eval", help="measure ranking quality on a golden set or a BEIR "
+                       "dataset (Recall@5/@10, MRR@10, nDCG@10)",
+                       description="Score the full pipeline (notewell), dense only, BM25 only "
+                       "and a naive keyword baseline, overall and per query type. Without "
+                       "options: the bundled golden set over the bundled demo notes. Corpora "
+                       "are indexed into reusable throw-away indexes under "
+                       "$NOTEWELL_HOME/eval/, so only the first run embeds.")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--golden", metavar="FILE", help="a JSONL golden set ({\"id\", \"query\", "
+                   "\"relevant\": [note ids or paths], \"type\"}); scored against the "
+                   "configured index unless --notes is given")
+    g.add_argument("--beir", metavar="DIR", help="a BEIR dataset directory (corpus.jsonl, "
+                   "queries.jsonl, qrels/SPLIT.tsv), indexed as notes (title plus text)")
+    s.add_argument("--notes", metavar="DIR", help="with --golden: index this Markdown folder "
+                   "(throw-away index) instead of using the configured one")
+    s.add_argument("--split", default="test", help="BEIR qrels split (default test)")
+    s.add_argument("--methods", default="notewell,dense,bm25,keyword",
+                   help="comma-separated, from notewell, dense, bm25, keyword (default all)")
+    s.add_argument("--json", action="store_true", help="print {method: {group: {metric: "
+                   "value}}} as JSON")
+
     s = sub.add_parser("status", help="what is indexed, per source, and the daemon's state",
                        description="Counts, model, index version and per-source sync state.")
     s.add_argument("--json", action="store_true", help="machine-readable output")
+
+    s = sub.add_parser("vaults", help="list the Obsidian vaults Obsidian knows about",
+                       description="List the vaults in Obsidian's own registry "
+                       "(obsidian.json), mark those already configured, and print a "
+                       "[[sources]] table for each of the others.")
+    s.add_argument("--registry", metavar="PATH",
+                   help="read this obsidian.json instead of Obsidian's own")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+
+    s = sub.add_parser("alfred", help="build the Alfred workflow for this installation, or "
+                       "open it in Alfred",
+                       description="build: write notewell.alfredworkflow with this "
+                       "installation's interpreter and client filled in. install: build it "
+                       "and open it in Alfred (macOS).")
+    s.add_argument("action", choices=("build", "install"))
+    s.add_argument("--out", metavar="PATH", help="where to write the .alfredworkflow "
+                   "(default: $NOTEWELL_HOME/alfred/notewell.alfredworkflow)")
+
+    s = sub.add_parser("agent", help="start the daemon at login and keep it running "
+                       "(launchd on macOS, systemd --user on Linux)",
+                       description="install: write the LaunchAgent (or systemd user unit) "
+                       "for this installation and start it. uninstall: stop and remove it. "
+                       "status, start, stop, restart: what they say.")
+    s.add_argument("action", choices=("install", "uninstall", "status", "start", "stop",
+                                      "restart"))
+
+    s = sub.add_parser("setup", help="find Bear and Obsidian notes, write the config, index, "
+                       "install the agent and the Alfred workflow",
+                       description="Find Bear's database and Obsidian's vaults, propose a "
+                       "config that keeps the sources already configured, and with --yes "
+                       "write it, build the index, install the agent and build the Alfred "
+                       "workflow. Safe to run again.")
+    s.add_argument("--yes", action="store_true", help="do it without asking")
+    s.add_argument("--no-index", action="store_true", help="skip building the index")
+    s.add_argument("--no-agent", action="store_true", help="skip installing the agent")
+    s.add_argument("--no-workflow", action="store_true", help="skip the Alfred workflow")
+
+    sub.add_parser("doctor", help="check each link from the SQLite extension to the Alfred "
+                   "workflow, and say what to fix",
+                   description="One line per check (ok, FAIL or skip) with the next step for "
+                   "each failure; exits 1 if any check failed.")
     return p
 
 
@@ -277,7 +340,139 @@ def cmd_status(args: argparse.Namespace) -> int:
         when = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s["last_sync"]))
                 if s["last_sync"] else "never")
         line = f"  {s['name']} ({s['type']}): {s['notes']} notes, last sync {when}"
+        if s.get("pending"):
+            line += f", {s['pending']} changed notes not yet indexed"
+        if s.get("behind_since"):
+            line += f", behind for {(time.time() - s['behind_since']) / 60:.0f} min"
         if s.get("last_error"):
             line += f"  ERROR: {s['last_error']}"
         print(line)
+    return 0
+
+
+@command
+def cmd_vaults(args: argparse.Namespace) -> int:
+    from .sources.obsidian import list_vaults
+
+    vaults = list_vaults(args.registry)
+    configured = {s.path for s in _load_config().sources if s.type == "obsidian"}
+    for v in vaults:
+        v["configured"] = os.path.abspath(v["path"]) in configured
+    if args.json:
+        print(json.dumps(vaults, indent=2, ensure_ascii=False))
+        return 0
+    if not vaults:
+        print("Obsidian lists no vaults on this machine (no obsidian.json); add a vault by "
+              "its folder with a [[sources]] table of type \"obsidian\"")
+        return 0
+    for v in vaults:
+        flags = [f for f, on in (("configured", v["configured"]), ("missing", not v["exists"]),
+                                 ("open", v["open"])) if on]
+        print(f"{v['name']}  {v['path']}" + (f"  ({', '.join(flags)})" if flags else ""))
+    todo = [v for v in vaults if v["exists"] and not v["configured"]]
+    if todo:
+        print("\nTo index a vault, add to config.toml:")
+        for v in todo:
+            name = "".join(c if c.isalnum() or c in "-_" else "-" for c in v["name"]).lower()
+            path = v["path"].replace("\\", "\\\\").replace('"', '\\"')
+            print(f'\n[[sources]]\nname = "{name}"\ntype = "obsidian"\npath = "{path}"')
+    return 0
+
+
+@command
+def cmd_alfred(args: argparse.Namespace) -> int:
+    from .launcher import alfred_workflow
+
+    path = alfred_workflow.build(args.out)
+    if args.action == "build":
+        print(f"built {path}; `notewell alfred install` opens it in Alfred")
+        return 0
+    done, message = alfred_workflow.install(path)
+    print(message)
+    return 0 if done else 1
+
+
+@command
+def cmd_agent(args: argparse.Namespace) -> int:
+    from . import agent
+
+    try:
+        if args.action == "status":
+            st = agent.status()
+            print(st.describe() + ("" if st.installed else ": `notewell agent install`"))
+            return 0 if st.running else 1
+        print(getattr(agent, args.action)())
+    except agent.AgentError as e:
+        print(f"notewell: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+@command
+def cmd_setup(args: argparse.Namespace) -> int:
+    from . import setup
+
+    def confirm(question: str) -> bool:
+        if not sys.stdin.isatty():
+            return False
+        return input(question).strip().lower() in ("y", "yes")
+
+    return setup.run(args.yes, index=not args.no_index, agent=not args.no_agent,
+                     workflow=not args.no_workflow, confirm=confirm)
+
+
+@command
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from . import doctor
+
+    checks = doctor.run()
+    for check in checks:
+        print(check.line())
+    return 1 if doctor.failed(checks) else 0
+
+
+@command
+def cmd_eval(args: argparse.Namespace) -> int:
+    from . import evaluate
+    from .engine import default_embedder
+
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in evaluate.METHODS]
+    if unknown or not methods:
+        print(f"notewell: unknown method {', '.join(unknown) or '(none)'}; choose from "
+              f"{', '.join(evaluate.METHODS)}", file=sys.stderr)
+        return 2
+    if args.notes and not args.golden:
+        print("notewell: --notes goes with --golden FILE", file=sys.stderr)
+        return 2
+    progress = not args.json
+    start = time.monotonic()
+    try:
+        if args.beir:
+            what = f"{args.beir} ({args.split} split)"
+            results = evaluate.run_beir(args.beir, args.split, default_embedder(), methods,
+                                        progress=progress)
+        elif args.golden and args.notes:
+            what = f"{args.golden} over {args.notes}"
+            results = evaluate.run_folder_golden(args.golden, args.notes, default_embedder(),
+                                                 methods, progress=progress)
+        elif args.golden:
+            what = f"{args.golden} over the configured index"
+            engine = _engine()
+            try:
+                results = evaluate.run_golden(args.golden, engine.index, engine.embedder,
+                                              methods)
+            finally:
+                engine.close()
+        else:
+            what = "the demo golden set over the demo notes"
+            results = evaluate.run_demo(default_embedder(), methods, progress=progress)
+    except evaluate.EvalError as e:
+        print(f"notewell: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(evaluate.to_json(results), indent=2))
+        return 0
+    print(f"{what}: {time.monotonic() - start:.1f}s")
+    print(evaluate.format_table(results))
     return 0

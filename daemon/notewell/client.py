@@ -24,7 +24,7 @@ def ask(request: dict, timeout: float = TIMEOUT) -> dict:
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)
-        sock.connect(paths.socket_path())
+        _connect(sock, paths.socket_path(), timeout)
         sock.sendall(protocol.frame(protocol.packb(request)))
         body = protocol.read_frame(sock, protocol.MAX_REPLY_BYTES)
     finally:
@@ -35,8 +35,50 @@ def ask(request: dict, timeout: float = TIMEOUT) -> dict:
     return reply
 
 
+def _connect(sock, path: str, timeout: float) -> None:
+    """Connect, waiting for room when the daemon's listen queue is full: a Unix socket
+    with a timeout then fails at once with EAGAIN instead of waiting (seen with 200
+    clients connecting together)."""
+    try:
+        sock.connect(path)
+        return
+    except BlockingIOError:
+        pass
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        time.sleep(0.005)
+        try:
+            sock.connect(path)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the daemon's connection queue stayed full") from None
+
+
+def remember_query(query: str) -> None:
+    """Note the query this keystroke asks for, before asking: an Enter that reaches an
+    item rendered for an older query is then caught by the action (see
+    ``notewell.launcher.alfred_actions``). One small atomic file write; never fails."""
+    import os
+
+    try:
+        path = paths.last_query_path()
+        tmp = f"{path}.{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, query.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:  # no runtime dir yet (daemon never started): nothing to guard
+        pass
+
+
 def alfred_output(query: str) -> str:
     query = query[:1000]
+    remember_query(query)
     try:
         reply = ask(protocol.request("search", query=query, format="alfred"))
     except (FileNotFoundError, ConnectionRefusedError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -86,6 +87,26 @@ def verify_model_files(files: ModelFiles) -> None:
             )
 
 
+# Chosen by measurement on a 2-core Xeon (bench/indexing.py; see README, Performance).
+BATCH_SIZE = 16
+SPIN = False
+
+
+def default_threads() -> int:
+    return min(4, os.cpu_count() or 1)
+
+
+def default_providers() -> list[str]:
+    """CPU, or Core ML first on macOS when ``NOTEWELL_COREML=1`` and onnxruntime has it
+    (``bench/indexing.py`` measures both where it is available)."""
+    if os.environ.get("NOTEWELL_COREML") == "1":
+        import onnxruntime as ort
+
+        if "CoreMLExecutionProvider" in ort.get_available_providers():
+            return ["CoreMLExecutionProvider", "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
+
+
 class OnnxEmbedder:
     """all-MiniLM-L6-v2 on onnxruntime: mean pooling over tokens, then L2 normalisation."""
 
@@ -97,8 +118,11 @@ class OnnxEmbedder:
         files: ModelFiles | None = None,
         *,
         threads: int | None = None,
-        batch_size: int = 16,
+        batch_size: int = BATCH_SIZE,
         verify: bool = True,
+        arena: bool = False,
+        spin: bool = SPIN,
+        providers: list[str] | None = None,
     ) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -113,11 +137,17 @@ class OnnxEmbedder:
         self._tokenizer.enable_truncation(MAX_TOKENS)
         self._tokenizer.no_padding()
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
+        opts.intra_op_num_threads = threads or default_threads()
         opts.inter_op_num_threads = 1
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Measured (bench/indexing.py): with the arena, one batch of long chunks leaves the
+        # daemon at 540 MB resident for good; without it, 245 MB, at no measurable cost.
+        opts.enable_cpu_mem_arena = arena
+        # Spinning threads burn a core between runs: waste on a laptop, and a loss on a
+        # machine whose cores are busy with other work.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
         self._session = ort.InferenceSession(
-            files.model, sess_options=opts, providers=["CPUExecutionProvider"]
+            files.model, sess_options=opts, providers=providers or default_providers()
         )
 
     def fingerprint(self) -> str:
@@ -175,8 +205,9 @@ class FakeEmbedder:
 
     id = "fake-hash"
 
-    def __init__(self, dim: int = 64) -> None:
+    def __init__(self, dim: int = 64, delay: float = 0.0) -> None:
         self.dim = dim
+        self.delay = delay  # seconds per text, to stand in for a model's cost
         self.calls: list[int] = []
 
     def fingerprint(self) -> str:
@@ -184,6 +215,8 @@ class FakeEmbedder:
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         self.calls.append(len(texts))
+        if self.delay:
+            time.sleep(self.delay * len(texts))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             for word in re.findall(r"\w+", text.lower()):

@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from . import __version__, paths, store
 from .chunking import ChunkSettings
@@ -27,11 +27,13 @@ log = logging.getLogger(__name__)
 
 def default_embedder() -> Embedder:
     """The ONNX MiniLM model; ``NOTEWELL_EMBEDDER=fake`` swaps in the deterministic test
-    embedder so that daemon tests in subprocesses need no model time."""
+    embedder so that daemon tests in subprocesses need no model time;
+    ``NOTEWELL_FAKE_EMBED_DELAY`` (seconds per text) makes it as slow as a model, for
+    tests that stop or kill a daemon mid-sync."""
     if os.environ.get("NOTEWELL_EMBEDDER") == "fake":
         from .embedding import FakeEmbedder
 
-        return FakeEmbedder()
+        return FakeEmbedder(delay=float(os.environ.get("NOTEWELL_FAKE_EMBED_DELAY") or 0))
     from .embedding import OnnxEmbedder
 
     return OnnxEmbedder()
@@ -56,6 +58,10 @@ class Engine:
 
     def close(self) -> None:
         self.index.close()
+        for src in self.sources:
+            close = getattr(src, "close", None)  # Bear's long-lived read-only connection
+            if close is not None:
+                close()
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -76,6 +82,7 @@ class Engine:
                 "notes": row.get("notes", 0), "chunks": row.get("chunks", 0),
                 "last_sync": row.get("last_sync"), "last_error": row.get("last_error"),
                 "pending": row.get("pending", 0),
+                "behind_since": row.get("behind_since"),
             })
         syncs = [s["last_sync"] for s in sources if s["last_sync"]]
         return {
@@ -95,13 +102,15 @@ class Engine:
     # -- writes -----------------------------------------------------------------------------
 
     def sync(self, progress: bool = False, should_stop: Callable[[], bool] = lambda: False,
-             only: str | None = None) -> list[SyncReport]:
-        """Bring the index up to date with every source (or the one named ``only``)."""
+             only: str | Collection[str] | None = None) -> list[SyncReport]:
+        """Bring the index up to date with every source (or those named in ``only``)."""
+        if isinstance(only, str):
+            only = {only}
         with self._sync_lock:
             syncer = Syncer(self.index, self.embedder, self.chunker, should_stop)
             reports = []
             for src in self.sources:
-                if only and src.name != only:
+                if only is not None and src.name not in only:
                     continue
                 reports.append(syncer.sync(src, progress=progress))
             self._drop_unconfigured()
@@ -121,12 +130,16 @@ class Engine:
         self.reopen(final)
         return reports
 
-    def reopen(self, path: str | None = None) -> None:
+    def reopen(self, path: str | None = None, close_old: bool = True) -> None:
+        """Switch to another index file. ``close_old=False`` leaves the old one open (and
+        on disk) for queries still running on it; the caller closes it later (the daemon
+        does: closing a connection another thread is using raises)."""
         old = self.index
         self.index = Index(path or store.current_path(self.index_dir), self.settings)
         self.searcher = Searcher(self.index, self.embedder, self.ranking)
-        old.close()
-        store.remove_old(self.index_dir, keep=self.index.path)
+        if close_old:
+            old.close()
+            store.remove_old(self.index_dir, keep=self.index.path)
 
     def newer_generation(self) -> str | None:
         current = store.current_path(self.index_dir)

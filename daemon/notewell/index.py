@@ -26,9 +26,14 @@ import numpy as np
 import sqlite_vec
 
 from .notes import Chunk, Note
+from .vector_cache import VectorCache
 
 SCHEMA_VERSION = 1
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+# Below this many vectors sqlite-vec's exact scan takes a few milliseconds: no copy kept.
+VECTOR_CACHE_MIN = 5000
+# New vectors fetched on the query's own thread (an edit adds a few); more load behind it.
+VECTOR_PULL_INLINE = 256
 
 
 class IndexProblem(Exception):
@@ -125,6 +130,16 @@ class Index:
         self._local = threading.local()
         self._conns: list[apsw.Connection] = []
         self._conns_lock = threading.Lock()
+        # The in-memory copy of the vectors that k-NN uses once the index is large (see
+        # ``vector_cache``); loaded in the background on first use, never for ":memory:".
+        self.vector_cache_min = VECTOR_CACHE_MIN
+        self._vcache: VectorCache | None = None
+        self._vcache_lock = threading.Lock()
+        self._vcache_loading = False
+        self._closed = False
+        # Set by ``store.open_current`` when this file replaced a damaged one: the daemon
+        # reports "rebuilding" until a first full sync has filled it again.
+        self.recovered_from: str | None = None
         if path != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self._prepare()
@@ -145,6 +160,7 @@ class Index:
         return conn
 
     def close(self) -> None:
+        self._closed = True
         with self._conns_lock:
             for conn in self._conns:
                 conn.close()
@@ -152,6 +168,18 @@ class Index:
         self._local = threading.local()
 
     def _prepare(self) -> None:
+        # A truncated or overwritten file may pass the header check and fail on the first
+        # page read: either way it is a damaged index, for ``store`` to move aside.
+        try:
+            self._migrate()
+        except (apsw.CorruptError, apsw.NotADBError) as e:
+            self.close()
+            raise IndexCorrupt(f"{self.path} is damaged: {e}") from None
+        except IndexCorrupt:
+            self.close()
+            raise
+
+    def _migrate(self) -> None:
         try:
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
         except apsw.NotADBError:
@@ -191,8 +219,54 @@ class Index:
 
     def integrity_check(self, quick: bool = False) -> list[str]:
         pragma = "quick_check" if quick else "integrity_check"
-        rows = self.db.execute(f"PRAGMA {pragma}").fetchall()
-        return [r[0] for r in rows if r[0] != "ok"]
+        try:
+            rows = self.db.execute(f"PRAGMA {pragma}").fetchall()
+        except (apsw.CorruptError, apsw.NotADBError) as e:
+            return [f"{pragma} failed: {e}"]
+        return [line for r in rows if r[0] != "ok" for line in str(r[0]).splitlines()]
+
+    def consistency_problems(self) -> list[str]:
+        """What breaks the one-to-one links between notes, chunks, FTS rows and vectors
+        (empty when consistent). Slower than ``integrity_check``: for tests and ``doctor``.
+
+        Every chunk belongs to a note and has exactly one FTS row and one stored vector;
+        every FTS row is a chunk's; ``embeddings`` and ``vectors`` hold the same ids (a
+        vector no chunk uses is allowed: it is kept for reuse until pruned)."""
+        one = self.db.execute
+        problems: list[str] = []
+
+        def ids(sql: str) -> set[int]:
+            return {r[0] for r in one(sql)}
+
+        try:
+            problems += self.integrity_check()
+            problems += [f"foreign key: {r}" for r in one("PRAGMA foreign_key_check")]
+            one("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 0)")
+        except apsw.Error as e:
+            problems.append(f"check failed: {type(e).__name__}: {e}")
+        chunks = ids("SELECT id FROM chunks")
+        fts = ids("SELECT rowid FROM chunks_fts")
+        embeddings = ids("SELECT id FROM embeddings")
+        vectors = ids("SELECT rowid FROM vectors")
+        for label, found in (
+            ("chunks without an FTS row", chunks - fts),
+            ("FTS rows without a chunk", fts - chunks),
+            ("embeddings without a vector", embeddings - vectors),
+            ("vectors without an embedding row", vectors - embeddings),
+            ("chunks whose embedding is missing",
+             ids("SELECT id FROM chunks WHERE embedding NOT IN (SELECT id FROM embeddings)")),
+            ("chunks of missing notes",
+             ids("SELECT id FROM chunks WHERE note NOT IN (SELECT id FROM notes)")),
+            ("tags of missing notes",
+             ids("SELECT note FROM note_tags WHERE note NOT IN (SELECT id FROM notes)")),
+        ):
+            if found:
+                problems.append(f"{len(found)} {label} (e.g. {sorted(found)[:5]})")
+        dup = one("SELECT note, seq FROM chunks GROUP BY note, seq HAVING count(*) > 1"
+                  ).fetchall()
+        if dup:
+            problems.append(f"{len(dup)} duplicate (note, seq) chunk pairs, e.g. {dup[:3]}")
+        return problems
 
     def meta(self) -> dict[str, str]:
         return dict(self.db.execute("SELECT key, value FROM meta").fetchall())
@@ -328,6 +402,9 @@ class Index:
         if unused <= max(200, keep_ratio * live):
             return 0
         with self.db:
+            # Ids may be reused after a deletion: a new epoch tells in-memory copies of the
+            # vectors (``vector_cache``) to reload rather than extend.
+            self.set_meta("vectors_epoch", os.urandom(8).hex())
             self.db.execute(
                 "DELETE FROM vectors WHERE rowid IN "
                 "(SELECT id FROM embeddings WHERE id NOT IN (SELECT embedding FROM chunks))"
@@ -340,27 +417,136 @@ class Index:
     def record_sync(self, source: str, kind: str, error: str | None = None,
                     pending: int = 0) -> None:
         now = time.time()
+        # behind_since: since when the index has not reflected the source (changes left
+        # to apply, or failing syncs); cleared by a complete, error-free sync.
+        behind = now if error is not None or pending else None
         with self.db:
             self.db.execute(
-                """INSERT INTO sources(name, kind, last_sync, last_error, pending)
-                   VALUES (?, ?, ?, ?, ?)
+                """INSERT INTO sources(name, kind, last_sync, last_error, pending, behind_since)
+                   VALUES (?, ?, ?, ?, ?, ?)
                    ON CONFLICT(name) DO UPDATE SET kind = excluded.kind,
                      last_sync = CASE WHEN excluded.last_error IS NULL
                                  THEN excluded.last_sync ELSE sources.last_sync END,
-                     last_error = excluded.last_error, pending = excluded.pending""",
-                (source, kind, now if error is None else None, error, pending),
+                     last_error = excluded.last_error, pending = excluded.pending,
+                     behind_since = CASE WHEN excluded.behind_since IS NULL THEN NULL
+                                    ELSE coalesce(sources.behind_since, excluded.behind_since)
+                                    END""",
+                (source, kind, now if error is None else None, error, pending, behind),
+            )
+
+    def mark_pending(self, source: str, kind: str, pending: int) -> None:
+        """Record that a sync found ``pending`` notes to apply (seen by `status` meanwhile)."""
+        with self.db:
+            self.db.execute(
+                """INSERT INTO sources(name, kind, pending, behind_since) VALUES (?, ?, ?, ?)
+                   ON CONFLICT(name) DO UPDATE SET pending = excluded.pending,
+                     behind_since = coalesce(sources.behind_since, excluded.behind_since)""",
+                (source, kind, pending, time.time()),
             )
 
     # -- reads ---------------------------------------------------------------------------
 
     def knn(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """(embedding id, cosine distance) of the ``k`` nearest stored vectors."""
+        """(embedding id, cosine distance) of the ``k`` nearest stored vectors.
+
+        Exact with sqlite-vec on small indexes; on large ones from the in-memory copy
+        (``vector_cache``: exact up to 20,000 vectors, quantized with recall@10 >= 0.98
+        beyond), once it is loaded."""
+        cache = self._vector_cache()
+        if cache is not None:
+            return cache.search(vector, k)
         rows = self.db.execute(
             "SELECT rowid, distance FROM vectors WHERE embedding MATCH ? AND k = ? "
             "ORDER BY distance",
             (np.asarray(vector, dtype=np.float32).tobytes(), k),
         )
         return [(r[0], r[1]) for r in rows]
+
+    # -- the in-memory vector copy -----------------------------------------------------------
+
+    def _vector_state(self, db: apsw.Connection) -> tuple[str, int]:
+        row = db.execute(
+            "SELECT (SELECT value FROM meta WHERE key = 'vectors_epoch'), "
+            "(SELECT max(id) FROM embeddings)").fetchone()
+        return row[0] or "", row[1] or 0
+
+    def _vector_cache(self) -> VectorCache | None:
+        """The in-memory copy if it matches the index now, else ``None`` (and a load or a
+        catch-up starts in the background)."""
+        if self.path == ":memory:" or self._closed:
+            return None
+        epoch, max_id = self._vector_state(self.db)
+        cache = self._vcache
+        if cache is None and max_id < self.vector_cache_min:
+            return None
+        if cache is not None and cache.epoch == epoch:
+            if cache.max_id == max_id:
+                return cache
+            if max_id - cache.max_id <= VECTOR_PULL_INLINE and self._pull(cache, self.db):
+                return cache
+        self.warm_vectors()
+        return None
+
+    def warm_vectors(self, wait: bool = False) -> None:
+        """Load (or bring up to date) the in-memory vector copy in a background thread;
+        a daemon may call this at start so the first query does not pay for it."""
+        if self.path == ":memory:" or self._closed:
+            return
+        if self._vcache is None and self._vector_state(self.db)[1] < self.vector_cache_min:
+            return
+        with self._vcache_lock:
+            if self._vcache_loading:
+                return
+            self._vcache_loading = True
+        thread = threading.Thread(target=self._load_vectors, name="notewell-vectors",
+                                  daemon=True)
+        thread.start()
+        if wait:
+            thread.join()
+
+    def _pull(self, cache: VectorCache, db: apsw.Connection) -> bool:
+        """Append vectors newer than the cache's; ``False`` if the epoch moved meanwhile."""
+        with self._vcache_lock:
+            if cache.max_id >= self._vector_state(db)[1]:
+                return True
+            with db:  # one read transaction: the state and the rows agree
+                epoch, max_id = self._vector_state(db)
+                if epoch != cache.epoch:
+                    return False
+                rows = db.execute(
+                    "SELECT e.id, v.embedding FROM embeddings e JOIN vectors v "
+                    "ON v.rowid = e.id WHERE e.id > ? AND e.id <= ? ORDER BY e.id",
+                    (cache.max_id, max_id)).fetchall()
+            _append_rows(cache, rows, max_id)
+            return True
+
+    def _load_vectors(self) -> None:
+        conn = None
+        try:
+            conn = connect(self.path)
+            cache = self._vcache
+            epoch, _ = self._vector_state(conn)
+            if cache is None or cache.epoch != epoch or not self._pull(cache, conn):
+                cache = VectorCache(self.settings.dim)
+                with conn:
+                    cache.epoch, max_id = self._vector_state(conn)
+                    batch: list[tuple[int, bytes]] = []
+                    for row in conn.execute("SELECT rowid, embedding FROM vectors"):
+                        batch.append(row)
+                        if len(batch) >= 8192:
+                            _append_rows(cache, batch)
+                            batch = []
+                            if self._closed:
+                                return
+                    _append_rows(cache, batch, max_id)
+                self._vcache = cache
+        except apsw.Error:  # closed or replaced meanwhile: the next query starts again
+            pass
+        finally:
+            if conn is not None:
+                conn.close()
+            with self._vcache_lock:
+                self._vcache_loading = False
 
     def bm25(self, match: str, k: int, weights: Sequence[float] = (4.0, 2.0, 1.0, 2.0)
              ) -> list[tuple[int, float]]:
@@ -386,8 +572,18 @@ class Index:
             """SELECT s.name, s.kind, s.last_sync, s.last_error, s.pending,
                       (SELECT count(*) FROM notes n WHERE n.source = s.name),
                       (SELECT count(*) FROM chunks c JOIN notes n ON n.id = c.note
-                       WHERE n.source = s.name)
+                       WHERE n.source = s.name), s.behind_since
                FROM sources s ORDER BY s.name"""
         )
-        keys = ("name", "kind", "last_sync", "last_error", "pending", "notes", "chunks")
+        keys = ("name", "kind", "last_sync", "last_error", "pending", "notes", "chunks",
+                "behind_since")
         return [dict(zip(keys, r)) for r in rows]
+
+
+def _append_rows(cache: VectorCache, rows: list[tuple[int, bytes]], max_id: int = 0) -> None:
+    if rows:
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
+        cache.append(ids, vectors.reshape(len(rows), cache.dim), max_id)
+    elif max_id:
+        cache.max_id = max(cache.max_id, max_id)

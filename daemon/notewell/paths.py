@@ -65,6 +65,12 @@ def lock_path() -> str:
     return os.path.join(runtime_dir(), "daemon.lock")
 
 
+def last_query_path() -> str:
+    """The query the Alfred client was last started for: the actions compare it with the
+    query an item was rendered for (the stale-Enter guard, ``launcher.alfred_actions``)."""
+    return os.path.join(runtime_dir(), "alfred-query")
+
+
 def ensure_private_dir(path: str) -> str:
     """Create ``path`` (and parents) as 0700, never wider, and check nobody else owns it."""
     old = os.umask(0o077)

@@ -46,6 +46,13 @@ def parse(raw: str) -> Query:
     return Query(raw, text, tuple(tags), tuple(sources), similar, words, partial)
 
 
+def literal(text: str) -> Query:
+    """A finished query read as plain text: no filters, no word still being typed (for
+    benchmark queries, which may contain ``#`` or ``in:`` as ordinary words)."""
+    text = " ".join(clean(text).split())
+    return Query(text, text, words=tuple(_WORD.findall(text.lower())))
+
+
 def clean(raw: str) -> str:
     """Control characters out, length capped: what reaches FTS5 and the model is text."""
     raw = raw.encode("utf-8", "replace").decode("utf-8")
@@ -53,14 +60,16 @@ def clean(raw: str) -> str:
     return raw[:MAX_QUERY_CHARS]
 
 
+def fts_terms(words: tuple[str, ...], partial: bool, max_terms: int = 32) -> list[str]:
+    """One FTS5 phrase per distinct word: a quoted string (so ``NEAR``, ``AND``, ``*`` and
+    ``-`` are searched as text, never read as syntax), the last one a prefix while it is
+    still being typed (from two letters on: one letter would match half the index)."""
+    terms = list(dict.fromkeys(w for w in words if w))[:max_terms]
+    typing = words[-1] if partial and words and len(words[-1]) >= 2 else None
+    return [f'"{w}"*' if w == typing else f'"{w}"' for w in terms]
+
+
 def fts_match(words: tuple[str, ...], partial: bool, max_terms: int = 32) -> str | None:
-    """An FTS5 MATCH expression: every word a quoted string (so ``NEAR``, ``AND``, ``*``
-    and ``-`` are searched as text, never read as syntax), OR-ed, the last one a prefix
-    while it is still being typed."""
-    terms = [w for w in words if w][:max_terms]
-    if not terms:
-        return None
-    quoted = [f'"{w}"' for w in terms]
-    if partial and len(terms[-1]) >= 2:
-        quoted[-1] += "*"
-    return " OR ".join(quoted)
+    """An FTS5 MATCH expression: the words of ``fts_terms``, OR-ed."""
+    quoted = fts_terms(words, partial, max_terms)
+    return " OR ".join(quoted) if quoted else None

@@ -9,6 +9,7 @@ restrict both retrievers before ranking, never after, so a filtered search is ex
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 from collections import OrderedDict
@@ -19,8 +20,9 @@ import numpy as np
 from .embedding import Embedder
 from .index import Index
 from .notes import Hit
-from .query import Query, fts_match, parse
+from .query import Query, fts_match, fts_terms, parse
 
+_LAST_WORD = re.compile(r"\w+\W*$")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _HEADING_LINE = re.compile(r"^#{1,6}\s")
 _MD_NOISE = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s*|```\w*|~~~\w*)")
@@ -35,8 +37,20 @@ class Ranking:
     rrf_k: float = 60.0
     dense_weight: float = 1.0
     bm25_weight: float = 1.0
-    # A fragment this short is too ambiguous to embed while it is being typed.
+    # BM25 votes are scaled by query coverage ** this (0: plain RRF); see ``_fuse``.
+    coverage_power: float = 2.0
+    # FTS5 column weights: title, heading path, passage, tags.
+    bm25_columns: tuple[float, float, float, float] = (4.0, 2.0, 1.0, 2.0)
+    # A fragment this short is too ambiguous to embed while it is being typed, unless
+    # it can be completed from the words of this many top keyword hits.
     min_partial_for_dense: int = 4
+    complete_from: int = 20
+    # Note score = best passage + note_spread * the other passages' scores.
+    note_spread: float = 0.0
+    # Notes whose mean passage vectors are this close are one note shown twice; with
+    # the same title (an import's " (1)" ignored), a lower bar is enough.
+    duplicate_similarity: float = 0.97
+    duplicate_similarity_same_title: float = 0.9
 
 
 @dataclass
@@ -58,21 +72,26 @@ class Searcher:
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_size = cache_size
         self._cache_lock = threading.Lock()
+        self._idf_cache: dict[str, float] = {}
+        self._idf_generation: tuple = ()
 
     # -- public ---------------------------------------------------------------------------
 
     def search(self, raw: str, limit: int = 20, mode: str = "hybrid") -> SearchResult:
-        q = parse(raw)
-        allowed, notices = self._filter(q)
+        return self.run(parse(raw), limit, mode)
+
+    def run(self, q: Query, limit: int = 20, mode: str = "hybrid") -> SearchResult:
+        """Search for an already parsed query (``query.parse`` or ``query.literal``)."""
+        allowed, notices = self.allowed(q)
         if allowed is not None and not allowed:
             return SearchResult(q, [], notices)
         if q.similar_to:
             return SearchResult(q, self.similar(q.similar_to, limit, allowed), notices)
         if q.empty:
             return SearchResult(q, self.recent(limit, allowed), notices)
-        dense = self._dense(q, allowed) if mode in ("hybrid", "dense") else []
         lexical = self._bm25(q, allowed) if mode in ("hybrid", "bm25") else []
-        scores, ranks = self._fuse(dense, lexical)
+        dense = self._dense(q, allowed, lexical) if mode in ("hybrid", "dense") else []
+        scores, ranks = self._fuse(q, dense, lexical)
         return SearchResult(q, self._hits(scores, ranks, q, limit), notices)
 
     def recent(self, limit: int = 20, allowed: set[int] | None = None) -> list[Hit]:
@@ -87,24 +106,31 @@ class Searcher:
 
     def similar(self, note_id: str, limit: int = 20, allowed: set[int] | None = None
                 ) -> list[Hit]:
-        """Notes closest in meaning to ``note_id`` (its mean chunk vector), itself excluded."""
+        """Notes closest in meaning to ``note_id``, itself excluded: candidates are the
+        notes of the passages nearest to its mean passage vector, ranked by how close
+        their own mean vector is (note to note, so one stray passage does not decide)."""
         row = self.index.db.execute("SELECT id FROM notes WHERE note_id = ?",
                                     (note_id,)).fetchone()
         if row is None:
             return []
-        vectors = [np.frombuffer(r[0], dtype=np.float32) for r in self.index.db.execute(
-            "SELECT v.embedding FROM chunks c JOIN vectors v ON v.rowid = c.embedding "
-            "WHERE c.note = ?", (row[0],))]
-        if not vectors:
+        own = self._signatures([row[0]]).get(row[0])
+        if own is None:
             return []
-        centre = np.mean(vectors, axis=0)
-        centre /= max(float(np.linalg.norm(centre)), 1e-12)
-        dense = self._knn(centre, self.ranking.dense_k, allowed)
-        scores: dict[int, float] = {}
-        for chunk_id, distance in dense:
-            scores.setdefault(chunk_id, 1.0 - distance)
-        hits = self._hits(scores, {}, parse(""), limit + 1, exclude={row[0]})
-        return hits[:limit]
+        own_chunks = self.index.db.execute("SELECT count(*) FROM chunks WHERE note = ?",
+                                           (row[0],)).fetchone()[0]
+        nearest = self._knn(own, self.ranking.dense_k + own_chunks, allowed)
+        chunk_note = dict(self.index.db.execute(
+            "SELECT id, note FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps([c for c, _ in nearest]),)).fetchall())
+        first: dict[int, int] = {}  # candidate note -> its passage nearest to ``own``
+        for chunk_id, _ in nearest:
+            note = chunk_note.get(chunk_id)
+            if note is not None and note != row[0]:
+                first.setdefault(note, chunk_id)
+        signatures = self._signatures(list(first))
+        scores = {chunk_id: float(signatures[note] @ own) for note, chunk_id in first.items()
+                  if note in signatures}
+        return self._hits(scores, {}, parse(""), limit, exclude={row[0]})
 
     def embed_query(self, text: str) -> np.ndarray:
         """Query vectors, cached: typing re-sends the same prefixes again and again."""
@@ -122,7 +148,9 @@ class Searcher:
 
     # -- retrieval --------------------------------------------------------------------------
 
-    def _filter(self, q: Query) -> tuple[set[int] | None, list[str]]:
+    def allowed(self, q: Query) -> tuple[set[int] | None, list[str]]:
+        """The note rows the query's filters allow (``None``: no filter) and notices for
+        filters that match nothing."""
         if not q.tags and not q.sources:
             return None, []
         db = self.index.db
@@ -149,14 +177,44 @@ class Searcher:
             notices.append("No note matches all of these filters together.")
         return allowed, notices
 
-    def _dense_text(self, q: Query) -> str:
-        words = q.text.split()
-        if q.partial and len(words) > 1 and len(q.words[-1]) < self.ranking.min_partial_for_dense:
-            return " ".join(words[:-1])
+    def dense_text(self, q: Query, lexical: list[int] = ()) -> str:
+        """What the model reads for a query. A word still being typed is completed from
+        the keyword hits ("delete remote bra" -> "delete remote branch"): the model would
+        read "bra" as a word of its own. Without a completion, a fragment shorter than
+        ``min_partial_for_dense`` is left out rather than embedded."""
+        if not q.partial or not q.words:
+            return q.text
+        fragment = q.words[-1]
+        cut = _LAST_WORD.search(q.text)
+        head = q.text[: cut.start()] if cut else q.text
+        completion = self._complete(fragment, lexical) if len(fragment) >= 2 else None
+        if completion:
+            return head + completion
+        if len(fragment) < self.ranking.min_partial_for_dense and head.strip():
+            return head.strip()
         return q.text
 
-    def _dense(self, q: Query, allowed: set[int] | None) -> list[int]:
-        text = self._dense_text(q)
+    def _complete(self, fragment: str, lexical: list[int]) -> str | None:
+        """The commonest word starting with ``fragment`` in the best keyword hits, unless
+        the fragment is itself a word there (a finished query stays as typed)."""
+        top = list(lexical[: self.ranking.complete_from])
+        if not top:
+            return None
+        pattern = re.compile(r"\b" + re.escape(fragment) + r"\w*", re.IGNORECASE)
+        counts: dict[str, int] = {}
+        for title, text in self.index.db.execute(
+                "SELECT n.title, c.text FROM chunks c JOIN notes n ON n.id = c.note "
+                "WHERE c.id IN (SELECT value FROM json_each(?))", (json.dumps(top),)):
+            for word in pattern.findall(f"{title}\n{text}"):
+                word = word.lower()
+                counts[word] = counts.get(word, 0) + 1
+        if not counts or fragment in counts:
+            return None  # nothing to complete to, or the fragment is already a word here
+        return min(counts, key=lambda w: (-counts[w], len(w), w))
+
+    def _dense(self, q: Query, allowed: set[int] | None, lexical: list[int] = ()
+               ) -> list[int]:
+        text = self.dense_text(q, lexical)
         if not text.strip():
             return []
         return [c for c, _ in self._knn(self.embed_query(text), self.ranking.dense_k, allowed)]
@@ -186,25 +244,79 @@ class Searcher:
         match = fts_match(q.words, q.partial)
         if match is None:
             return []
+        r = self.ranking
         if allowed is None:
-            return [c for c, _ in self.index.bm25(match, self.ranking.bm25_k)]
+            return [c for c, _ in self.index.bm25(match, r.bm25_k, r.bm25_columns)]
+        weights = ", ".join(str(float(x)) for x in r.bm25_columns)
         rows = self.index.db.execute(
-            "SELECT rowid, bm25(chunks_fts, 4.0, 2.0, 1.0, 2.0) AS s FROM chunks_fts "
+            f"SELECT rowid, bm25(chunks_fts, {weights}) AS s FROM chunks_fts "
             "WHERE chunks_fts MATCH ? AND rowid IN (SELECT id FROM chunks WHERE note IN "
             "(SELECT value FROM json_each(?))) ORDER BY s LIMIT ?",
-            (match, json.dumps(sorted(allowed)), self.ranking.bm25_k))
-        return [r[0] for r in rows]
+            (match, json.dumps(sorted(allowed)), r.bm25_k))
+        return [row[0] for row in rows]
 
-    def _fuse(self, dense: list[int], lexical: list[int]
+    def coverage(self, q: Query, chunk_ids: list[int]) -> dict[int, float]:
+        """For each chunk, the share of the query's IDF mass that it matches (0..1).
+
+        A chunk that holds every query word scores 1; one that holds only a common word
+        scores near 0. This is what separates a real keyword hit from the noise an
+        OR-of-words query drags in when the words are the user's, not the note's."""
+        terms = fts_terms(q.words, q.partial)
+        if not terms or not chunk_ids:
+            return {}
+        idf = [self._idf(t) for t in terms]
+        total = sum(idf) or 1.0
+        per_term = " UNION ALL ".join(
+            f"SELECT {i}, rowid FROM chunks_fts WHERE chunks_fts MATCH ? "
+            "AND rowid IN (SELECT value FROM json_each(?))" for i in range(len(terms)))
+        ids = json.dumps(chunk_ids)
+        args = [x for t in terms for x in (t, ids)]
+        covered: dict[int, float] = dict.fromkeys(chunk_ids, 0.0)
+        for i, chunk_id in self.index.db.execute(per_term, args):
+            covered[chunk_id] += idf[i] / total
+        return covered
+
+    def _idf(self, term: str) -> float:
+        """BM25's IDF of an FTS5 phrase over chunks, cached until the index changes."""
+        db = self.index.db
+        generation = (id(db), db.execute("PRAGMA data_version").fetchone()[0],
+                      db.total_changes())
+        with self._cache_lock:
+            if self._idf_generation != generation:
+                self._idf_cache.clear()
+                self._idf_generation = generation
+                self._idf_cache[""] = float(
+                    db.execute("SELECT count(*) FROM chunks").fetchone()[0])
+            n = self._idf_cache[""]
+            known = self._idf_cache.get(term)
+        if known is not None:
+            return known
+        df = db.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
+                        (term,)).fetchone()[0]
+        value = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        with self._cache_lock:
+            self._idf_cache[term] = value
+        return value
+
+    def _fuse(self, q: Query, dense: list[int], lexical: list[int]
               ) -> tuple[dict[int, float], dict[int, dict]]:
+        """Weighted reciprocal rank fusion, each BM25 vote scaled by the chunk's query
+        coverage raised to ``coverage_power``: a keyword hit on every word counts fully,
+        a hit on one common word hardly at all, so keyword noise cannot push the right
+        note down on a paraphrase, while exact matches keep their full weight."""
         r = self.ranking
         scores: dict[int, float] = {}
         ranks: dict[int, dict] = {}
-        for name, ids, weight in (("dense", dense, r.dense_weight),
-                                  ("bm25", lexical, r.bm25_weight)):
-            for rank, chunk_id in enumerate(ids):
-                scores[chunk_id] = scores.get(chunk_id, 0.0) + weight / (r.rrf_k + rank + 1)
-                ranks.setdefault(chunk_id, {})[name] = rank + 1
+        for rank, chunk_id in enumerate(dense):
+            scores[chunk_id] = scores.get(chunk_id, 0.0) + r.dense_weight / (r.rrf_k + rank + 1)
+            ranks.setdefault(chunk_id, {})["dense"] = rank + 1
+        cover = self.coverage(q, lexical) if dense and r.coverage_power else {}
+        for rank, chunk_id in enumerate(lexical):
+            weight = r.bm25_weight
+            if cover:
+                weight *= cover.get(chunk_id, 0.0) ** r.coverage_power
+            scores[chunk_id] = scores.get(chunk_id, 0.0) + weight / (r.rrf_k + rank + 1)
+            ranks.setdefault(chunk_id, {})["bm25"] = rank + 1
         return scores, ranks
 
     # -- grouping and presentation -------------------------------------------------------
@@ -226,33 +338,82 @@ class Searcher:
             "WHERE c.id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(scores)),))
         best: dict[int, tuple] = {}
+        others: dict[int, float] = {}
         for row in rows:
             note = row[1]
             if note in exclude:
                 continue
-            if note not in best or scores[row[0]] > scores[best[note][0]]:
+            score = scores[row[0]]
+            if note not in best:
                 best[note] = row
-        ordered = sorted(best.values(), key=lambda row: (-scores[row[0]], row[6]))
+                continue
+            if score > scores[best[note][0]]:
+                score, best[note] = scores[best[note][0]], row
+            others[note] = others.get(note, 0.0) + score
+        # A note is as good as its best passage, plus a little for each other passage
+        # that also matched (``note_spread``).
+        beta = self.ranking.note_spread
+        note_score = {n: scores[row[0]] + beta * others.get(n, 0.0) for n, row in best.items()}
+        ordered = sorted(best.values(), key=lambda row: (-note_score[row[1]], row[6]))
+        signatures = self._signatures([row[1] for row in ordered[: 2 * limit + 10]])
         hits: list[Hit] = []
         seen: set[str] = set()
+        shown: list[tuple[np.ndarray, str]] = []
         for row in ordered:
-            (chunk_id, _, heading, url, text, embedding, note_id, title, source, kind, path,
+            (chunk_id, note, heading, url, text, embedding, note_id, title, source, kind, path,
              tags, modified, archived, content_hash) = row
-            # Near-identical notes (the same import twice) show once.
+            # Identical and near-identical notes (the same import twice) show once.
             dup_keys = {f"c:{content_hash}", f"e:{embedding}"}
             if dup_keys & seen:
                 continue
+            signature = signatures.get(note)
+            if signature is not None and self._near_duplicate(signature, title, shown):
+                continue
             seen |= dup_keys
+            if signature is not None:
+                shown.append((signature, _title_key(title)))
             hits.append(Hit(
                 note_id=note_id, title=title, source=source, kind=kind, url=url, path=path,
                 tags=json.loads(tags), heading_path=heading,
                 snippet=snippet(text, q.words, q.partial), passage=clean_passage(text),
-                score=scores[chunk_id], modified=modified, archived=bool(archived),
+                score=note_score[note], modified=modified, archived=bool(archived),
                 why=ranks.get(chunk_id, {}),
             ))
             if len(hits) >= limit:
                 break
         return hits
+
+    def _signatures(self, notes: list[int]) -> dict[int, np.ndarray]:
+        """Each note's mean passage vector, unit length: what near-duplicates share."""
+        if not notes:
+            return {}
+        sums: dict[int, np.ndarray] = {}
+        for note, blob in self.index.db.execute(
+                "SELECT c.note, v.embedding FROM chunks c JOIN vectors v "
+                "ON v.rowid = c.embedding WHERE c.note IN (SELECT value FROM json_each(?))",
+                (json.dumps(notes),)):
+            vec = np.frombuffer(blob, dtype=np.float32)
+            sums[note] = sums[note] + vec if note in sums else vec.copy()
+        return {n: v / max(float(np.linalg.norm(v)), 1e-12) for n, v in sums.items()}
+
+    def _near_duplicate(self, signature: np.ndarray, title: str,
+                        shown: list[tuple[np.ndarray, str]]) -> bool:
+        r = self.ranking
+        key = _title_key(title)
+        for other, other_key in shown:
+            similarity = float(signature @ other)
+            if similarity >= r.duplicate_similarity or (
+                    key == other_key and similarity >= r.duplicate_similarity_same_title):
+                return True
+        return False
+
+
+_COPY_SUFFIX = re.compile(r"(?:\s*\(\d+\)|\s+copy(?:\s+\d+)?)$")
+
+
+def _title_key(title: str) -> str:
+    """A title as a duplicated import keeps it: case, punctuation and " (1)" dropped."""
+    return " ".join(re.findall(r"\w+", _COPY_SUFFIX.sub("", title.strip().lower())))
 
 
 def _like_prefix(tag: str) -> str:

@@ -52,20 +52,28 @@ def open_current(settings: BuildSettings, directory: str | None = None,
             problems = index.integrity_check(quick=True)
             if problems:
                 index.close()
-                raise IndexCorrupt(f"{path}: integrity check failed: {problems[0]}")
+                detail = next((p for p in problems if not p.startswith("***")), problems[0])
+                raise IndexCorrupt(f"{path}: integrity check failed: {detail}")
         return index
     except IndexCorrupt as e:
         if not recover:
             raise
         moved = quarantine(path)
-        log.error("%s; moved it aside to %s and starting a fresh index", e, moved)
-        return Index(next_path(directory), settings)
+        log.error("%s; moved it aside to %s and starting a fresh index",
+                  str(e).splitlines()[0], moved)
+        fresh = Index(next_path(directory), settings)
+        fresh.recovered_from = moved
+        return fresh
 
 
 def quarantine(path: str) -> str:
     """Move a damaged index (and its WAL files) aside, keeping them for inspection."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     target = f"{path}.corrupt-{stamp}"
+    n = 1
+    while os.path.exists(target):  # never overwrite an earlier damaged copy
+        n += 1
+        target = f"{path}.corrupt-{stamp}-{n}"
     for suffix in ("", "-wal", "-shm"):
         with contextlib.suppress(FileNotFoundError):
             os.replace(path + suffix, target + suffix)

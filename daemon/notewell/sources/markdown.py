@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import urllib.parse
 from collections.abc import Iterator
 
@@ -93,13 +94,21 @@ class MarkdownSource:
         path = os.path.join(self.root, rel)
         try:
             st = os.stat(path)
+            if stat.S_ISDIR(st.st_mode):
+                return None
+            if not stat.S_ISREG(st.st_mode):
+                # Reading a FIFO blocks the sync forever; a link to a device never ends.
+                raise SourceWarning(f"{path}: not a regular file; skipped")
             if st.st_size > MAX_NOTE_BYTES:
                 raise SourceWarning(
                     f"{path}: {st.st_size // 1_000_000} MB is over the "
                     f"{MAX_NOTE_BYTES // 1_000_000} MB limit for one note; skipped"
                 )
-            with open(path, "rb") as f:
-                raw = f.read()
+            # O_NONBLOCK: the file may have been swapped for a FIFO since the stat.
+            with open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as f:
+                raw = f.read(MAX_NOTE_BYTES + 1)
+            if len(raw) > MAX_NOTE_BYTES:
+                raise SourceWarning(f"{path}: grew over the size limit while read; skipped")
         except FileNotFoundError:
             return None
         except PermissionError:
@@ -110,7 +119,7 @@ class MarkdownSource:
             raise SourceWarning(f"{path}: {e.strerror}; skipped") from None
         text = decode_note(raw, path)
         meta, body = split_frontmatter(text)
-        title = meta_title(meta) or first_heading(body) or _stem(rel)
+        title = self.title(meta, body, rel)
         return Note(
             note_id=note_id,
             source=self.name,
@@ -125,6 +134,10 @@ class MarkdownSource:
             modified=st.st_mtime,
             fingerprint=f"{st.st_mtime_ns}:{st.st_size}",
         )
+
+    def title(self, meta: dict, body: str, rel: str) -> str:
+        """Frontmatter ``title``, else the note's leading H1, else the file name."""
+        return meta_title(meta) or first_heading(body) or _stem(rel)
 
     def note_url(self, rel: str, path: str) -> str:
         template = self.config.options.get("url_template")
@@ -274,22 +287,50 @@ def meta_list(meta: dict, *keys: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-_FIRST_H1 = re.compile(r"\A\s*#[ \t]+(.+?)[ \t#]*$", re.M)
+_ATX_HEADING = re.compile(r"^[ \t]{0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
+_SETEXT_H1 = re.compile(r"^[ \t]{0,3}=+[ \t]*$")
+_FENCE_OPEN = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+# Lines that may stand above a note's title without being its content.
+_PREAMBLE = re.compile(
+    r"^\s*(?:<!--.*-->|!\[[^\]]*\]\([^)]*\)|!\[\[[^\]]*\]\]|(?:#[\w][\w/\-]*\s*)+)\s*$")
+TITLE_SEARCH_LINES = 12
 
 
 def first_heading(body: str) -> str | None:
-    m = _FIRST_H1.match(body)
-    return m.group(1).strip() if m else None
+    """The H1 that titles a note: the first heading, if it is a level-1 heading (ATX or
+    Setext) standing before any prose, after at most blank lines, comments, images and
+    tag lines. A note that opens with prose, or whose first heading is an H2, has none:
+    its H1s further down are section headings."""
+    lines = body.splitlines()
+    for i, line in enumerate(lines[:TITLE_SEARCH_LINES]):
+        if not line.strip():
+            continue
+        if _FENCE_OPEN.match(line):
+            return None
+        m = _ATX_HEADING.match(line)
+        if m:
+            return (m.group(2).strip() or None) if len(m.group(1)) == 1 else None
+        if i + 1 < len(lines) and _SETEXT_H1.match(lines[i + 1]) and not _PREAMBLE.match(line):
+            return line.strip()
+        if _PREAMBLE.match(line):
+            continue
+        return None
+    return None
 
 
 _FENCED = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,}).*?^[ \t]{0,3}\1[ \t]*$", re.S | re.M)
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
-_TAG = re.compile(r"(?:(?<=\s)|(?<=^)|(?<=\())#([\w][\w/\-]*)", re.M)
+# After whitespace, a line start or an opening parenthesis, but not "](" (a link to an
+# anchor, ``[see](#setup)``, is no tag).
+_TAG = re.compile(r"(?:(?<=\s)|(?<=^)|(?<=[^\]]\())#([\w][\w/\-]*)", re.M)
+_HTML_COMMENT = re.compile(r"<!--.*?-->|%%.*?%%", re.S)
+_HTML_TAG = re.compile(r"<[A-Za-z/][^<>]*>")  # style="color: #ccc" holds no tags
 
 
 def inline_tags(body: str) -> list[str]:
     """``#tag`` and ``#nested/tag`` outside code; pure numbers (``#1``) are not tags."""
     text = _INLINE_CODE.sub(" ", _FENCED.sub(" ", body))
+    text = _HTML_TAG.sub(" ", _HTML_COMMENT.sub(" ", text))
     tags = []
     for m in _TAG.finditer(text):
         tag = m.group(1).rstrip("/-")
@@ -298,23 +339,36 @@ def inline_tags(body: str) -> list[str]:
     return tags
 
 
+def _dedupe_tags(tags: list[str]) -> list[str]:
+    """Tags are case-insensitive (``#Work`` is ``#work``); the first spelling wins."""
+    seen: dict[str, str] = {}
+    for t in tags:
+        seen.setdefault(t.lower(), t)
+    return list(seen.values())
+
+
 def collect_tags(meta: dict, body: str) -> list[str]:
-    return list(dict.fromkeys(meta_list(meta, "tags", "tag") + inline_tags(body)))
+    return _dedupe_tags(meta_list(meta, "tags", "tag") + inline_tags(body))
 
 
 _EMBED = re.compile(r"!\[\[[^\]]*\]\]")
-_WIKILINK = re.compile(r"\[\[([^\]|#]*)(?:#([^\]|]*))?(?:\|([^\]]*))?\]\]")
+_WIKILINK = re.compile(r"\[\[([^\]|#]*)((?:#[^\]|]*)?)(?:\\?\|([^\]]*))?\]\]")
+# Dendron writes [[label|target]], the reverse of Obsidian's [[target|label]].
+_LINK_TARGET = re.compile(r"^(?:[a-z][\w+.-]*://\S*|[\w.-]+\.[\w.-]+#[\w-]+)$")
 
 
 def render_links(body: str) -> str:
-    """Wikilinks as the text a reader sees; embeds (``![[...]]``) dropped."""
+    """Wikilinks as the text a reader sees; embeds (``![[...]]``) dropped.
+
+    ``[[Note]]`` reads "Note", ``[[Note|shown]]`` reads "shown", ``[[Note#A#B]]`` reads
+    "Note > A > B" (as Obsidian shows it), ``[[Note#^block]]`` reads "Note"."""
 
     def visible(m: re.Match[str]) -> str:
-        target, heading, alias = m.group(1).strip(), m.group(2), m.group(3)
-        if alias:
+        target, anchor, alias = m.group(1).strip().rstrip("\\"), m.group(2), m.group(3)
+        if alias and alias.strip() and not (_LINK_TARGET.match(alias.strip()) and target):
             return alias.strip()
-        if heading:
-            return f"{target} > {heading.strip()}" if target else heading.strip()
-        return target
+        headings = [h.strip() for h in anchor.split("#") if h.strip()
+                    and not h.strip().startswith("^")]
+        return " > ".join(p for p in (target, *headings) if p)
 
     return _WIKILINK.sub(visible, _EMBED.sub("", body))

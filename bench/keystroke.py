@@ -1,0 +1,162 @@
+"""Keystroke latency: the real per-keystroke client against a warm daemon, process start to
+JSON printed, next to a bare ``python3 -I -S -c pass`` measured in the same run.
+
+    .venv/bin/python bench/keystroke.py            # the Dendron vault, real model
+    .venv/bin/python bench/keystroke.py --fake --notes 30 --runs 10   # smoke run
+
+What it prints, each as p50 / p95 over ``--runs`` or more runs:
+- bare interpreter: ``python -I -S -c pass`` (the floor for any Python client);
+- client, typing: each prefix of a few queries, as Alfred sends them while one types
+  (every keystroke a new query: model, k-NN, BM25 and rendering in the daemon);
+- client, repeat: the same query again (the daemon's query-vector cache is warm);
+- in-process round trip: the same request from a process that is already running, which
+  is what a launcher extension talking to the socket directly (Raycast) would pay;
+- one-shot: ``notewell search`` with no daemon, which loads the model and the index for
+  one query, as tools without a daemon do.
+Bare and client runs alternate, so both see the same machine load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import common
+
+TYPED = ["daily journal template", "publish notes to github pages", "lookup hierarchy",
+         "refactor a vault", "schema"]
+REPEAT = "daily journal template"
+
+
+def prefixes(queries: list[str], limit: int) -> list[str]:
+    out = [q[:i] for q in queries for i in range(2, len(q) + 1)]
+    return out[:limit] if limit else out
+
+
+def dendron_home(fake: bool, notes: int) -> tuple[Path, int, int]:
+    """(home, notes, chunks) of an index of the Dendron vault (or its first ``notes``)."""
+    source = common.shared_data() / "dendron-vault" / "notes"
+    if not source.is_dir():
+        raise SystemExit(f"{source} is missing: this benchmark indexes the Dendron vault "
+                         "from ../shared/data (or set NOTEWELL_BENCH_DATA)")
+    if fake or notes:
+        root = Path(tempfile.mkdtemp(prefix="notewell-keystroke-"))
+        folder = root / "notes"
+        folder.mkdir()
+        for f in sorted(source.glob("*.md"))[: notes or None]:
+            shutil.copy(f, folder / f.name)
+    else:
+        root = common.cache_dir() / "keystroke-dendron"
+        folder = source
+    home = root / "home"
+    marker = home / "built.txt"
+    if not marker.exists():
+        if fake:
+            from notewell.embedding import FakeEmbedder
+
+            embedder = FakeEmbedder()
+        else:
+            embedder = common.BenchEmbedder()
+        counts = common.index_corpus(home, folder, embedder, name="dendron")
+        marker.write_text(f"{counts['notes']} {counts['chunks']}")
+    n_notes, n_chunks = map(int, marker.read_text().split())
+    return home, n_notes, n_chunks
+
+
+def run_once(cmd: list[str], env: dict) -> tuple[float, bytes]:
+    start = time.perf_counter()
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                         check=False)
+    return (time.perf_counter() - start) * 1000, out.stdout
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=60, help="keystrokes to time (at least 50)")
+    ap.add_argument("--oneshot-runs", type=int, default=5)
+    ap.add_argument("--fake", action="store_true", help="fake embedder (smoke test)")
+    ap.add_argument("--notes", type=int, default=0, help="index only the first N notes")
+    ap.add_argument("--json", help="also write the figures to this file")
+    args = ap.parse_args(argv)
+    info = common.print_machine("keystroke: client wall time against a warm daemon")
+    home, n_notes, n_chunks = dendron_home(args.fake, args.notes)
+    print(f"index: Dendron vault, {n_notes} notes, {n_chunks} chunks"
+          f"{' (fake embedder)' if args.fake else ''}")
+    client = str(common.REPO / "client" / "notewell-query")
+    env = {"NOTEWELL_HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    bare_cmd = [sys.executable, "-I", "-S", "-c", "pass"]
+    daemon = common.DaemonProcess(home, fake=args.fake)
+    try:
+        typed = prefixes(TYPED, args.runs)
+        for q in ("warm", "warm up", "warm up the cache"):  # not among the timed ones
+            run_once([sys.executable, "-IS", client, q], env)
+        bare, typing, repeat = [], [], []
+        for q in typed:
+            bare.append(run_once(bare_cmd, env)[0])
+            ms, out = run_once([sys.executable, "-IS", client, q], env)
+            if b'"items"' not in out:
+                raise SystemExit(f"client printed no Alfred JSON for {q!r}: {out[:200]!r}")
+            typing.append(ms)
+        for _ in range(len(typed)):
+            bare.append(run_once(bare_cmd, env)[0])
+            repeat.append(run_once([sys.executable, "-IS", client, REPEAT], env)[0])
+        from notewell import client as nclient
+        from notewell import protocol
+
+        def ask(q: str) -> None:
+            nclient.ask(protocol.request("search", query=q, format="alfred"))
+
+        with common.env(NOTEWELL_HOME=str(home)):
+            inproc_typing = []
+            for q in typed:
+                start = time.perf_counter()
+                ask(q + " ")  # a trailing space: a query the daemon has not cached yet
+                inproc_typing.append((time.perf_counter() - start) * 1000)
+            inproc_repeat = common.timed(lambda: ask(REPEAT), len(typed))
+    finally:
+        daemon.stop()
+    # One-shot: the CLI with no daemon loads the model and the index for each query.
+    oneshot = []
+    cli_env = {**daemon.env}
+    for q in TYPED[: max(1, args.oneshot_runs)] * (1 + args.oneshot_runs // len(TYPED)):
+        if len(oneshot) >= args.oneshot_runs:
+            break
+        oneshot.append(run_once([sys.executable, "-m", "notewell", "search", q, "--limit",
+                                 "20"], cli_env)[0])
+    res = {
+        "machine": info, "notes": n_notes, "chunks": n_chunks, "fake": args.fake,
+        "bare": common.pct(bare), "client_typing": common.pct(typing),
+        "client_repeat": common.pct(repeat), "inprocess_typing": common.pct(inproc_typing),
+        "inprocess_repeat": common.pct(inproc_repeat), "oneshot": common.pct(oneshot),
+    }
+    b = res["bare"]["p50"]
+    res["ratio_typing"] = round(res["client_typing"]["p50"] / b, 2)
+    res["ratio_repeat"] = round(res["client_repeat"]["p50"] / b, 2)
+    res["oneshot_speedup"] = round(res["oneshot"]["p50"] / res["client_typing"]["p50"], 1)
+    print(f"bare python -I -S -c pass:   {common.fmt(res['bare'])}")
+    print(f"client, typing (new query):  {common.fmt(res['client_typing'])}  "
+          f"= {res['ratio_typing']}x bare")
+    print(f"client, repeated query:      {common.fmt(res['client_repeat'])}  "
+          f"= {res['ratio_repeat']}x bare")
+    print(f"in-process round trip, new:  {common.fmt(res['inprocess_typing'])}  "
+          "(a launcher extension on the socket)")
+    print(f"in-process round trip, repeat: {common.fmt(res['inprocess_repeat'])}")
+    print(f"one-shot `notewell search`:  {common.fmt(res['oneshot'])}  "
+          f"= {res['oneshot_speedup']}x the client")
+    over = res["client_typing"]["p50"] - b - res["inprocess_typing"]["p50"]
+    print(f"client cost beyond interpreter start and daemon work: {over:.2f} ms")
+    print(common.load_note())
+    common.write_json(args.json, res)
+    if args.fake or args.notes:
+        shutil.rmtree(home.parent, ignore_errors=True)
+    return res
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""Daemon search latency at 1k, 10k, 100k and 1M chunks: what one keystroke costs inside
+the daemon (query embedding, hybrid search, Alfred rendering), and whether the fast k-NN
+path agrees with exact search.
+
+    .venv/bin/python bench/search_latency.py                      # 1k,10k,100k,1m
+    .venv/bin/python bench/search_latency.py --sizes 1k,10k --queries 30
+    .venv/bin/python bench/search_latency.py --sizes 300 --vectors random --queries 5  # smoke
+
+1k and 10k are real texts with real vectors; 100k and 1M repeat the real texts with
+noisy copies of their real vectors (see ``common``), or random unit vectors with
+``--vectors random``. Corpora are built once (the 1M one takes a while) and cached.
+
+Per size it prints p50/p95 over distinct queries (each query once per pass, a fresh
+query-vector cache per pass, so every query pays for its embedding) of: the full search
+as the daemon runs it (``Searcher.search`` + ``alfred.results_feedback``) and its parts
+(embedding, k-NN, BM25), the exact sqlite-vec k-NN for comparison, recall@10 and
+recall@80 of ``Index.knn`` against exact brute force, and the time to load the
+in-memory vector copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import common
+
+
+def measure_size(size: str, vectors: str, n_queries: int, passes: int,
+                 exact_runs: int) -> dict:
+    from notewell import alfred
+    from notewell.embedding import OnnxEmbedder
+    from notewell.index import BuildSettings, Index
+    from notewell.query import fts_match, parse
+    from notewell.search import Searcher
+
+    corpus = common.build_corpus(size, random_vectors=vectors == "random")
+    print(f"\n-- {size}: {corpus.describe()}")
+    embedder = OnnxEmbedder()
+    from notewell.chunking import ChunkSettings
+
+    settings = BuildSettings(embedder.fingerprint(), embedder.dim,
+                             ChunkSettings().fingerprint())
+    index = Index(corpus.index_path(), settings)
+    queries = common.queries(n_queries)
+    res: dict = {"size": size, "corpus": corpus.describe(), "chunks": corpus.chunks,
+                 "vectors": corpus.vectors}
+    try:
+        start = time.perf_counter()
+        index.warm_vectors(wait=True)
+        res["vector_copy_load_s"] = round(time.perf_counter() - start, 2)
+        cache = index._vcache
+        res["vector_copy"] = ("none (exact sqlite-vec)" if cache is None else
+                              f"{'int8+bits' if cache.quantized else 'float32'}, "
+                              f"{cache.nbytes() / 2**20:.0f} MB")
+        qvecs = embedder.embed_batch(queries)
+        # Warm the model, SQLite's page cache and the FTS index.
+        Searcher(index, embedder).search(queries[0])
+        full, render = [], []
+        for _ in range(passes):
+            searcher = Searcher(index, embedder)
+            for q in queries:
+                t0 = time.perf_counter()
+                result = searcher.search(q, limit=20)
+                t1 = time.perf_counter()
+                alfred.results_feedback(result.hits, result.notices, q)
+                t2 = time.perf_counter()
+                full.append((t2 - t0) * 1000)
+                render.append((t2 - t1) * 1000)
+        res["search"] = common.pct(full)
+        res["render"] = common.pct(render)
+        res["embed"] = common.pct(common.timed(
+            lambda it=iter(queries * 10): embedder.embed_batch([next(it) + " x"]),
+            len(queries)))
+        res["knn80"] = common.pct([t for v in qvecs for t in common.timed(
+            lambda v=v: index.knn(v, 80), 1, warmup=0)])
+        matches = [m for m in (fts_match(parse(q).words, parse(q).partial) for q in queries)
+                   if m]
+        res["bm25"] = common.pct([t for m in matches for t in common.timed(
+            lambda m=m: index.bm25(m, 80), 1, warmup=0)])
+        # Exact sqlite-vec k-NN, the path used without the in-memory copy.
+        exact_min = index.vector_cache_min
+        index.vector_cache_min = 1 << 62
+        index._vcache = None
+        res["knn80_sqlite_vec"] = common.pct([t for v in qvecs[:exact_runs] for t in
+                                              common.timed(lambda v=v: index.knn(v, 80), 1,
+                                                           warmup=0)])
+        index.vector_cache_min = exact_min
+        index.warm_vectors(wait=True)
+        ids, allv = common.all_vectors(corpus.index_path())
+        r10, r80 = [], []
+        for v in qvecs:
+            exact = ids[np.argsort(-(allv @ v), kind="stable")[:80]].tolist()
+            got = [i for i, _ in index.knn(v, 80)]
+            got10 = [i for i, _ in index.knn(v, 10)]
+            r10.append(common.recall_at(exact, got10, 10))
+            r80.append(common.recall_at(exact, got, 80))
+        res["recall@10"] = round(float(np.mean(r10)), 4)
+        res["recall@80"] = round(float(np.mean(r80)), 4)
+    finally:
+        index.close()
+    s = res
+    print(f"vector copy: {s['vector_copy']} (loaded in {s['vector_copy_load_s']} s)")
+    print(f"search + render (daemon): {common.fmt(s['search'])}")
+    print(f"  query embedding:        {common.fmt(s['embed'])}")
+    print(f"  k-NN (k=80):            {common.fmt(s['knn80'])}")
+    print(f"  BM25 (k=80):            {common.fmt(s['bm25'])}")
+    print(f"  Alfred rendering:       {common.fmt(s['render'])}")
+    print(f"exact sqlite-vec k-NN:    {common.fmt(s['knn80_sqlite_vec'])}")
+    print(f"recall@10 {s['recall@10']:.4f}, recall@80 {s['recall@80']:.4f} vs exact brute "
+          "force")
+    return res
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="1k,10k,100k,1m",
+                    help="comma-separated: 1k, 10k, 100k, 1m or a number of chunks")
+    ap.add_argument("--vectors", choices=("real", "random"), default="real",
+                    help="real: real vectors (noisy copies above 10k); random: unit vectors")
+    ap.add_argument("--queries", type=int, default=60, help="distinct queries per pass")
+    ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument("--exact-runs", type=int, default=10,
+                    help="queries timed on the exact sqlite-vec path (slow at 1M)")
+    ap.add_argument("--json", help="also write the figures to this file")
+    args = ap.parse_args(argv)
+    info = common.print_machine("search latency inside the daemon")
+    results = {"machine": info, "sizes": []}
+    for size in args.sizes.split(","):
+        size = size.strip()
+        results["sizes"].append(measure_size(size if size in common.SIZES else int(size),
+                                             args.vectors, args.queries, args.passes,
+                                             args.exact_runs))
+    print()
+    print(common.load_note())
+    common.write_json(args.json, results)
+    return results
+
+
+if __name__ == "__main__":
+    main()

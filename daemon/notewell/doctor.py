@@ -1,0 +1,263 @@
+"""``notewell doctor``: check each link of the chain, one line each, with the next step.
+
+SQLite extension loading -> model files -> config -> each source readable -> index built
+with this model and chunker -> daemon answering -> socket and directory private -> agent
+loaded -> Alfred workflow built for this installation. Checks only read: nothing is
+created, migrated or started. ``run`` returns the results; the CLI prints them and exits
+non-zero when any failed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import paths
+
+OK, FAIL, SKIP = "ok", "FAIL", "skip"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok | FAIL | skip
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        text = f"{self.status:<4} {self.name}: {self.detail}"
+        return text + (f" -> {self.fix}" if self.fix and self.status != OK else "")
+
+
+def check_sqlite() -> Check:
+    name = "sqlite extension"
+    try:
+        from .index import connect
+
+        db = connect(":memory:")
+        version = db.execute("SELECT vec_version()").fetchone()[0]
+        db.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
+        db.close()
+    except Exception as e:
+        return Check(name, FAIL, f"apsw/sqlite-vec/FTS5 do not load: {type(e).__name__}: {e}",
+                     "reinstall notewell's dependencies (`make install`)")
+    import apsw
+
+    return Check(name, OK, f"SQLite {apsw.sqlite_lib_version()} with FTS5, sqlite-vec {version}")
+
+
+def check_model() -> Check:
+    name = "model files"
+    try:
+        from .embedding import locate_model_files, verify_model_files
+
+        files = locate_model_files()
+        verify_model_files(files)
+    except Exception as e:
+        return Check(name, FAIL, str(e), "reinstall the pinned model packages (`make install`)")
+    return Check(name, OK, f"{os.path.basename(files.model)} and tokenizer.json, sha256 match")
+
+
+def check_config():
+    """The config check, and the config for the checks after it (None if unusable)."""
+    from . import config
+
+    try:
+        cfg = config.load()
+    except config.ConfigError as e:
+        return Check("config", FAIL, str(e), "fix the file, or move it aside and run "
+                     "`notewell setup`"), None
+    if not cfg.sources:
+        return Check("config", FAIL, f"no sources in {cfg.path}",
+                     "run `notewell setup` (or add a [[sources]] table, see README)"), cfg
+    names = ", ".join(f"{s.name} ({s.type})" for s in cfg.sources)
+    return Check("config", OK, f"{cfg.path}: {names}"), cfg
+
+
+def full_disk_access_hint(platform: str) -> str:
+    if platform != "darwin":
+        return "make the files readable by your user"
+    return ("grant Full Disk Access (System Settings > Privacy & Security > Full Disk Access) "
+            f"to the app you run notewell from and to {os.path.realpath(sys.executable)} "
+            "for the agent")
+
+
+def check_source(src_cfg, platform: str) -> Check:
+    name = f"source {src_cfg.name}"
+    try:
+        from .sources import open_source
+
+        source = open_source(src_cfg)
+        first = next(iter(source.scan()), None)
+    except PermissionError as e:
+        return Check(name, FAIL, f"not readable: {e}", full_disk_access_hint(platform))
+    except ImportError as e:
+        return Check(name, FAIL, f"{src_cfg.type} sources are not available: {e}",
+                     "update notewell")
+    except Exception as e:
+        detail = str(e) or type(e).__name__
+        protected = src_cfg.type == "bear" or "Group Containers" in (src_cfg.path or "")
+        if protected and platform == "darwin" and ("ermission" in detail or
+                                                   "authoriz" in detail or "denied" in detail):
+            return Check(name, FAIL, detail, full_disk_access_hint(platform))
+        return Check(name, FAIL, detail, f"fix source {src_cfg.name!r} in config.toml")
+    where = src_cfg.path or "default location"
+    return Check(name, OK, f"{src_cfg.type} at {where}: readable"
+                 + ("" if first is not None else " (no notes yet)"))
+
+
+def check_index() -> Check:
+    name = "index"
+    from . import store
+    from .chunking import ChunkSettings
+    from .index import SCHEMA_VERSION
+
+    path = store.current_path()
+    if not os.path.exists(path):
+        return Check(name, FAIL, f"no index at {path}", "run `notewell index`")
+    try:
+        from .engine import default_embedder
+
+        embedder = default_embedder()
+        want = {"embedder": embedder.fingerprint(), "dim": str(embedder.dim),
+                "chunker": ChunkSettings().fingerprint()}
+    except Exception as e:
+        return Check(name, SKIP, f"cannot tell without the model: {e}")
+    try:
+        import apsw
+
+        db = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            notes = db.execute("SELECT count(*) FROM notes").fetchone()[0]
+        finally:
+            db.close()
+    except Exception as e:
+        return Check(name, FAIL, f"{path} cannot be read: {e}",
+                     "run `notewell index --rebuild` (the old file is kept aside)")
+    if version != SCHEMA_VERSION:
+        return Check(name, FAIL, f"schema {version}, this notewell uses {SCHEMA_VERSION}",
+                     "run `notewell index --rebuild`")
+    for key, value in want.items():
+        if meta.get(key) != value:
+            return Check(name, FAIL, f"built with {key} {meta.get(key)!r}, notewell now uses "
+                         f"{value!r}", "run `notewell index --rebuild`")
+    return Check(name, OK, f"{notes} notes, built with this model and chunker ({path})")
+
+
+def check_daemon() -> tuple[Check, dict | None]:
+    from . import __version__, client, protocol
+
+    name = "daemon"
+    try:
+        reply = client.ask(protocol.request("ping"), timeout=2.0)
+    except (FileNotFoundError, ConnectionRefusedError):
+        return Check(name, FAIL, f"not running (no answer on {paths.socket_path()})",
+                     "`notewell agent start` (or `notewell serve` in a terminal)"), None
+    except (OSError, protocol.ProtocolError) as e:
+        return Check(name, FAIL, f"no usable answer: {e}", "`notewell agent restart`"), None
+    if not reply.get("ok"):
+        message = (reply.get("error") or {}).get("message", "error")
+        return Check(name, FAIL, message, "`notewell agent restart`"), None
+    info = reply["result"]
+    if info.get("version") != __version__:
+        return Check(name, FAIL, f"runs notewell {info.get('version')}, installed is "
+                     f"{__version__}", "`notewell agent restart`"), info
+    state = info.get("state")
+    if state == "error":
+        return Check(name, FAIL, "running but its engine failed to start",
+                     "see `notewell status` and the log in " + paths.log_dir()), info
+    return Check(name, OK, f"pid {info.get('pid')}, {state}, protocol "
+                 f"{info.get('protocol')}"), info
+
+
+def check_socket() -> Check:
+    name = "socket permissions"
+    directory, sock = paths.runtime_dir(), paths.socket_path()
+    try:
+        dst = os.stat(directory)
+    except FileNotFoundError:
+        return Check(name, SKIP, f"{directory} does not exist yet (the daemon creates it)")
+    problems = []
+    if dst.st_uid != os.getuid():
+        problems.append(f"{directory} is owned by uid {dst.st_uid}")
+    if stat.S_IMODE(dst.st_mode) != 0o700:
+        problems.append(f"{directory} is {stat.S_IMODE(dst.st_mode):o}, not 700")
+    try:
+        sst = os.stat(sock)
+        if stat.S_IMODE(sst.st_mode) & 0o077:
+            problems.append(f"{sock} is {stat.S_IMODE(sst.st_mode):o}, not 600")
+    except FileNotFoundError:
+        pass
+    if problems:
+        return Check(name, FAIL, "; ".join(problems),
+                     f"stop the daemon, remove {directory}, start it again")
+    return Check(name, OK, f"{directory} 700, socket 600")
+
+
+def check_agent(platform: str, run: Callable[..., subprocess.CompletedProcess]) -> Check:
+    from . import agent
+
+    name = "agent"
+    try:
+        st = agent.status(platform, run)
+    except agent.AgentError as e:
+        return Check(name, FAIL, str(e), "start the daemon by hand: `notewell serve`")
+    if st.loaded and st.running:
+        return Check(name, OK, st.describe())
+    if st.loaded:
+        return Check(name, FAIL, st.describe(), f"`notewell agent restart`; logs: {st.logs}")
+    return Check(name, FAIL, st.describe(), "`notewell agent install`")
+
+
+def check_workflow(platform: str) -> Check:
+    import plistlib
+    import zipfile
+
+    from .launcher import alfred_workflow
+
+    name = "alfred workflow"
+    path = alfred_workflow.default_output()
+    if not os.path.exists(path):
+        if platform != "darwin":
+            return Check(name, SKIP, "not built (Alfred is macOS-only)")
+        return Check(name, FAIL, f"not built ({path})", "`notewell alfred build` then "
+                     "`notewell alfred install`")
+    try:
+        with zipfile.ZipFile(path) as zf:
+            plist = plistlib.loads(zf.read("info.plist"))
+    except (OSError, KeyError, zipfile.BadZipFile, plistlib.InvalidFileException) as e:
+        return Check(name, FAIL, f"{path} is damaged: {e}", "`notewell alfred build`")
+    want = alfred_workflow.this_installation()
+    script = next((o["config"]["script"] for o in plist.get("objects", [])
+                   if o.get("type") == "alfred.workflow.input.scriptfilter"), "")
+    if script != alfred_workflow.script_filter_command(want) or \
+            plist.get("variables", {}).get("NOTEWELL_HOME") != want.home:
+        return Check(name, FAIL, f"{path} was built for another installation or home",
+                     "`notewell alfred build` and `notewell alfred install` again")
+    return Check(name, OK, f"{path}, built for this installation")
+
+
+def run(platform: str | None = None,
+        run_cmd: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> list[Check]:
+    platform = platform or sys.platform
+    checks = [check_sqlite(), check_model()]
+    config_check, cfg = check_config()
+    checks.append(config_check)
+    for src in (cfg.sources if cfg else ()):
+        checks.append(check_source(src, platform))
+    checks.append(check_index())
+    checks.append(check_daemon()[0])
+    checks.append(check_socket())
+    checks.append(check_agent(platform, run_cmd))
+    checks.append(check_workflow(platform))
+    return checks
+
+
+def failed(checks: list[Check]) -> bool:
+    return any(c.status == FAIL for c in checks)

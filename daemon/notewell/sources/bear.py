@@ -1,0 +1,438 @@
+"""Bear (macOS): notes read from Bear's Core Data SQLite database, which is never written.
+
+Read-only by construction: the database is opened through a ``file:`` URI with
+``mode=ro`` (the OS file descriptor itself is read-only), ``PRAGMA query_only=ON`` is set,
+every read is one short transaction, and "database is locked" is retried with back-off.
+``immutable=1`` is never used: it would ignore the WAL, where a running Bear keeps its
+latest writes. Rollback-journal and WAL databases both work.
+
+The layout is discovered, not assumed: the note-tag join table's name changes with Core
+Data's entity numbers (``Z_5TAGS(Z_5NOTES, Z_13TAGS)`` in Bear 2, ``Z_7TAGS(Z_7NOTES,
+Z_14TAGS)`` in late Bear 1), so it is derived from ``Z_PRIMARYKEY`` and checked with
+``PRAGMA table_info``. A layout that lacks what notewell needs is a ``SourceError`` naming
+the missing pieces, never an empty index.
+
+Change detection is cheap: ``PRAGMA data_version`` on one long-lived read-only connection
+changes whenever Bear commits, tag-only changes included; a note's fingerprint covers its
+modification date, ``Z_OPT`` and its tag titles, because Bear's add-tags action changes
+the join table without touching the note's modification date.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import sqlite3
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TypeVar
+
+from ..config import SourceConfig
+from ..notes import Note, NoteStub
+from .base import SourceError
+from .markdown import render_links
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CORE_DATA_EPOCH = 978307200.0  # 2001-01-01T00:00:00Z: Core Data dates count from here
+
+# Bear 2 and late Bear 1 share the group container; older Bear 1 used its sandbox.
+DEFAULT_LOCATIONS = (
+    "~/Library/Group Containers/9K33E3U3T4.net.shinyfrog.bear/Application Data/database.sqlite",
+    "~/Library/Containers/net.shinyfrog.bear/Data/Documents/Application Data/database.sqlite",
+    "~/Library/Containers/net.shinyfrog.bear/Data/Library/Application Support/"
+    "net.shinyfrog.bear/database.sqlite",
+)
+
+REQUIRED_NOTE_COLUMNS = ("Z_PK", "ZUNIQUEIDENTIFIER", "ZTITLE", "ZTEXT", "ZMODIFICATIONDATE",
+                         "ZTRASHED")
+REQUIRED_TAG_COLUMNS = ("Z_PK", "ZTITLE")
+# Present in some Bear versions only; a missing one means "no such state".
+OPTIONAL_NOTE_COLUMNS = ("ZARCHIVED", "ZENCRYPTED", "ZPERMANENTLYDELETED", "ZCREATIONDATE",
+                         "Z_OPT")
+KNOWN_LAYOUTS = {(5, 13): "Bear 2", (7, 14): "Bear 1 (1.7+)"}
+
+LOCK_RETRY_SECONDS = 5.0
+
+
+def find_database(home: str | None = None) -> str | None:
+    """The first of Bear's known database locations that exists, or ``None``."""
+    for loc in DEFAULT_LOCATIONS:
+        path = os.path.join(home, loc[2:]) if home else os.path.expanduser(loc)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def core_data_to_unix(value: float | None) -> float | None:
+    return None if value is None else float(value) + CORE_DATA_EPOCH
+
+
+def bear_url(uuid: str, header: str | None = None) -> str:
+    # quote() writes a space as %20; Bear does not read '+' as a space.
+    url = "bear://x-callback-url/open-note?id=" + urllib.parse.quote(uuid, safe="")
+    if header:
+        url += "&header=" + urllib.parse.quote(header, safe="")
+    return url
+
+
+@dataclass(frozen=True)
+class BearSchema:
+    """Where things are in this database."""
+
+    join_table: str
+    join_note: str  # column holding the note's Z_PK
+    join_tag: str  # column holding the tag's Z_PK
+    note_columns: frozenset[str]
+    label: str
+
+    def has(self, column: str) -> bool:
+        return column in self.note_columns
+
+
+def _table_columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+
+
+def detect_schema(conn: sqlite3.Connection, where: str) -> BearSchema:
+    """Find the note, tag and join tables; ``SourceError`` naming whatever is missing."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    missing = [f"table {t}" for t in ("ZSFNOTE", "ZSFNOTETAG", "Z_PRIMARYKEY") if t not in tables]
+    if missing:
+        raise _schema_error(where, missing)
+    note_cols = set(_table_columns(conn, "ZSFNOTE"))
+    tag_cols = set(_table_columns(conn, "ZSFNOTETAG"))
+    missing += [f"column ZSFNOTE.{c}" for c in REQUIRED_NOTE_COLUMNS if c not in note_cols]
+    missing += [f"column ZSFNOTETAG.{c}" for c in REQUIRED_TAG_COLUMNS if c not in tag_cols]
+    entities = dict(conn.execute(
+        "SELECT Z_NAME, Z_ENT FROM Z_PRIMARYKEY WHERE Z_NAME IN ('SFNote', 'SFNoteTag')"))
+    missing += [f"entity {e} in Z_PRIMARYKEY" for e in ("SFNote", "SFNoteTag")
+                if e not in entities]
+    if missing:
+        raise _schema_error(where, missing)
+    n, t = int(entities["SFNote"]), int(entities["SFNoteTag"])
+    # Core Data names a many-to-many table after one side's entity number and relationship,
+    # and its columns after each side's entity number and the inverse relationship.
+    want_note, want_tag = f"Z_{n}NOTES", f"Z_{t}TAGS"
+    others = sorted(name for name in tables if re.fullmatch(r"Z_\d+[A-Z]+", name))
+    candidates = [f"Z_{n}TAGS", f"Z_{t}NOTES", *others]
+    for table in dict.fromkeys(candidates):
+        if table not in tables:
+            continue
+        cols = {c.upper() for c in _table_columns(conn, table)}
+        if want_note in cols and want_tag in cols:
+            label = KNOWN_LAYOUTS.get((n, t), f"SFNote={n}, SFNoteTag={t}")
+            return BearSchema(table, want_note, want_tag, frozenset(note_cols), label)
+    raise _schema_error(where, [f"note-tag join table with columns {want_note} and {want_tag} "
+                                f"(expected Z_{n}TAGS)"])
+
+
+def _schema_error(where: str, missing: list[str]) -> SourceError:
+    return SourceError(
+        f"Bear's database at {where} has a layout notewell does not know (missing: "
+        f"{'; '.join(missing)}). A Bear update may have changed it: update notewell, and "
+        "if that does not help, report this message. Nothing was indexed from Bear.")
+
+
+def minimal_tags(titles: list[str]) -> list[str]:
+    """Bear joins a note to a nested tag's full path and to every parent; keep the paths
+    (``#work`` still finds ``work/projects`` in searches)."""
+    clean = [t.strip().strip("#").strip() for t in titles if t and t.strip()]
+    lowered = {t.lower() for t in clean}
+    out = [t for t in clean if not any(o.startswith(t.lower() + "/") for o in lowered)]
+    return sorted(dict.fromkeys(out), key=str.lower)
+
+
+_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+_ATTACHMENT = re.compile(r"\[(?:image|file|assets?):[^\]\n]+\]")  # Bear 1 attachment markers
+_COMMENT = re.compile(r"<!--.*?-->", re.S)  # Bear 2 keeps image sizes in HTML comments
+_IMAGE = re.compile(r"!\[([^\]\n]*)\]\([^)\n]*\)")
+
+
+def bear_body(text: str, title: str, tags: list[str]) -> str:
+    """The note's Markdown as notewell indexes it: the title line dropped (the title is
+    indexed on its own), tag-only lines dropped, tags in prose read as words, attachment
+    markers and image metadata removed, wikilinks as their visible text."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    first, _, rest = text.partition("\n")
+    if first.lstrip("#").strip() == title.strip():
+        text = rest
+    text = _COMMENT.sub("", text)
+    text = _IMAGE.sub(lambda m: m.group(1), text)
+    text = _ATTACHMENT.sub("", text)
+    tag_rx = _tag_regex(tags)
+    out: list[str] = []
+    fence: str | None = None
+    for line in text.split("\n"):
+        m = _FENCE.match(line)
+        if m:
+            marker = m.group(1)
+            if fence is None:
+                fence = marker[0] * len(marker)
+            elif marker.startswith(fence):
+                fence = None
+            out.append(line)
+            continue
+        if fence or tag_rx is None or "#" not in line:
+            out.append(line)
+            continue
+        if line.strip() and not tag_rx.sub("", line).strip():
+            continue  # a line of tags only: the tags are indexed as tags
+        out.append(tag_rx.sub(lambda m: m.group(1), line))
+    return render_links("\n".join(out)).strip("\n")
+
+
+def _tag_regex(tags: list[str]) -> re.Pattern[str] | None:
+    """``#tag``, ``#nested/tag`` and ``#multi word tag#`` for this note's own tags only, so
+    a ``#`` that Bear did not read as a tag is left alone."""
+    names = sorted({t for t in tags if t}, key=len, reverse=True)
+    if not names:
+        return None
+    alt = "|".join(re.escape(t) for t in names)
+    return re.compile(rf"(?<![^\s(\[])#({alt})(?:#|(?=[\s.,;:!?)\]]|$))", re.I)
+
+
+def _fingerprint(modified: float | None, opt: int | None, archived: int | None,
+                 tag_titles: list[str]) -> str:
+    h = hashlib.sha1("\x00".join(sorted(tag_titles)).encode("utf-8", "surrogatepass"))
+    return f"{modified!r}:{opt}:{int(bool(archived))}:{h.hexdigest()[:12]}"
+
+
+def _is_lock_error(e: sqlite3.OperationalError) -> bool:
+    msg = str(e).lower()
+    return "locked" in msg or "busy" in msg
+
+
+class BearSource:
+    kind = "bear"
+
+    def __init__(self, config: SourceConfig, lock_retry_seconds: float = LOCK_RETRY_SECONDS
+                 ) -> None:
+        self.config = config
+        archived = config.options.get("include_archived", True)
+        if isinstance(archived, str):  # tolerate include_archived = "false"
+            archived = archived.strip().lower() not in ("false", "no", "0", "off")
+        self.include_archived = bool(archived)
+        self.lock_retry_seconds = lock_retry_seconds
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._schema: BearSchema | None = None
+        self._file_id: tuple[int, int] | None = None
+        self._generation = 0
+        self._pks: dict[str, int] = {}
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    # -- the database ---------------------------------------------------------------------
+
+    def db_path(self) -> str:
+        path = self.config.path
+        if path:
+            if os.path.isdir(path):
+                path = os.path.join(path, "database.sqlite")
+            if not os.path.isfile(path):
+                raise SourceError(f"Bear database {path} does not exist: fix 'path' for source "
+                                  f"{self.name!r} in config.toml (or remove it to use "
+                                  "Bear's default location)")
+            return path
+        found = find_database()
+        if found is None:
+            raise SourceError(
+                "Bear's database was not found in its usual places "
+                f"({', '.join(DEFAULT_LOCATIONS[:2])}); is Bear installed and opened once? "
+                f"Otherwise set 'path' for source {self.name!r} in config.toml")
+        return found
+
+    def _connection(self) -> tuple[sqlite3.Connection, BearSchema]:
+        """The long-lived read-only connection, reopened when the file was replaced."""
+        path = self.db_path()
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise SourceError(f"cannot read Bear's database {path}: {e.strerror}") from None
+        file_id = (st.st_dev, st.st_ino)
+        if self._conn is not None and self._schema is not None and file_id == self._file_id:
+            return self._conn, self._schema
+        self.close()
+        uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+        try:
+            conn = sqlite3.connect(uri, uri=True, isolation_level=None,
+                                   check_same_thread=False, timeout=0.25)
+            conn.execute("PRAGMA query_only=ON")
+            schema = self._retry(lambda: detect_schema(conn, path), conn)
+        except sqlite3.DatabaseError as e:
+            raise SourceError(f"cannot open Bear's database {path} read-only: {e}. If Bear "
+                              "is updating, this clears up by itself") from None
+        self._conn, self._schema, self._file_id = conn, schema, file_id
+        self._generation += 1
+        log.info("bear: %s read-only (%s, tags in %s)", path, schema.label, schema.join_table)
+        return conn, schema
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.close()
+            self._conn, self._schema, self._file_id = None, None, None
+
+    def _retry(self, read: Callable[[], T], conn: sqlite3.Connection) -> T:
+        """Run ``read`` in one short read transaction, retrying while Bear holds a lock."""
+        deadline = time.monotonic() + self.lock_retry_seconds
+        delay = 0.02
+        while True:
+            try:
+                conn.execute("BEGIN")
+                try:
+                    return read()
+                finally:
+                    conn.execute("COMMIT")  # a read transaction: ends the snapshot
+            except sqlite3.OperationalError as e:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if not _is_lock_error(e):
+                    raise
+                if time.monotonic() + delay > deadline:
+                    raise SourceError(
+                        f"Bear's database stayed locked for {self.lock_retry_seconds:.0f} s; "
+                        "the next sync will try again") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+
+    def _read(self, read: Callable[[sqlite3.Connection, BearSchema], T]) -> T:
+        with self._lock:
+            conn, schema = self._connection()
+            try:
+                return self._retry(lambda: read(conn, schema), conn)
+            except sqlite3.DatabaseError as e:
+                # The file changed under us (a Bear migration): start over next time.
+                self.close()
+                raise SourceError(f"reading Bear's database failed: {e}; the next sync will "
+                                  "reopen it") from None
+
+    # -- the Source protocol ------------------------------------------------------------------
+
+    def _where(self, schema: BearSchema) -> str:
+        conds = ["n.ZUNIQUEIDENTIFIER IS NOT NULL", "coalesce(n.ZTRASHED, 0) = 0",
+                 "n.ZTEXT IS NOT NULL"]  # an encrypted note has no ZTEXT
+        if schema.has("ZPERMANENTLYDELETED"):
+            conds.append("coalesce(n.ZPERMANENTLYDELETED, 0) = 0")
+        if schema.has("ZENCRYPTED"):
+            conds.append("coalesce(n.ZENCRYPTED, 0) = 0")
+        if not self.include_archived and schema.has("ZARCHIVED"):
+            conds.append("coalesce(n.ZARCHIVED, 0) = 0")
+        return " AND ".join(conds)
+
+    @staticmethod
+    def _col(schema: BearSchema, column: str, default: str = "NULL") -> str:
+        return f"n.{column}" if schema.has(column) else default
+
+    def scan(self) -> Iterator[NoteStub]:
+        def read(conn: sqlite3.Connection, schema: BearSchema) -> list[NoteStub]:
+            tags = self._all_tags(conn, schema)
+            rows = conn.execute(
+                f"SELECT n.Z_PK, n.ZUNIQUEIDENTIFIER, n.ZMODIFICATIONDATE, "
+                f"{self._col(schema, 'Z_OPT')}, {self._col(schema, 'ZARCHIVED', '0')} "
+                f"FROM ZSFNOTE n WHERE {self._where(schema)}").fetchall()
+            pks, stubs = {}, []
+            for pk, uuid, modified, opt, archived in rows:
+                pks[uuid] = pk
+                stubs.append(NoteStub(f"{self.name}:{uuid}",
+                                      _fingerprint(modified, opt, archived, tags.get(pk, []))))
+            self._pks = pks
+            return stubs
+
+        yield from self._read(read)
+
+    @staticmethod
+    def _all_tags(conn: sqlite3.Connection, schema: BearSchema) -> dict[int, list[str]]:
+        out: dict[int, list[str]] = {}
+        for pk, title in conn.execute(
+                f"SELECT j.{schema.join_note}, t.ZTITLE FROM {schema.join_table} j "
+                f"JOIN ZSFNOTETAG t ON t.Z_PK = j.{schema.join_tag} WHERE t.ZTITLE IS NOT NULL"):
+            out.setdefault(pk, []).append(title)
+        return out
+
+    def load(self, note_id: str) -> Note | None:
+        uuid = note_id.split(":", 1)[1]
+
+        def read(conn: sqlite3.Connection, schema: BearSchema) -> Note | None:
+            cols = (f"n.Z_PK, n.ZUNIQUEIDENTIFIER, n.ZTITLE, n.ZTEXT, n.ZMODIFICATIONDATE, "
+                    f"{self._col(schema, 'ZCREATIONDATE')}, {self._col(schema, 'Z_OPT')}, "
+                    f"{self._col(schema, 'ZARCHIVED', '0')}")
+            where = self._where(schema)
+            row = None
+            pk = self._pks.get(uuid)
+            if pk is not None:
+                row = conn.execute(f"SELECT {cols} FROM ZSFNOTE n WHERE n.Z_PK = ? AND "
+                                   f"n.ZUNIQUEIDENTIFIER = ? AND {where}", (pk, uuid)).fetchone()
+            if row is None:
+                row = conn.execute(f"SELECT {cols} FROM ZSFNOTE n WHERE n.ZUNIQUEIDENTIFIER = ? "
+                                   f"AND {where}", (uuid,)).fetchone()
+            if row is None:
+                return None  # trashed, deleted, encrypted or archived-and-excluded
+            pk, uuid_, title, text, modified, created, opt, archived = row
+            titles = [r[0] for r in conn.execute(
+                f"SELECT t.ZTITLE FROM {schema.join_table} j JOIN ZSFNOTETAG t "
+                f"ON t.Z_PK = j.{schema.join_tag} WHERE j.{schema.join_note} = ? "
+                f"AND t.ZTITLE IS NOT NULL", (pk,))]
+            return self._note(note_id, uuid_, title, text, modified, created, opt, archived,
+                              titles)
+
+        return self._read(read)
+
+    def _note(self, note_id: str, uuid: str, title: str | None, text: str, modified: float,
+              created: float | None, opt: int | None, archived: int | None,
+              tag_titles: list[str]) -> Note:
+        title = (title or "").strip()
+        if not title:
+            first = text.strip().split("\n", 1)[0]
+            title = first.lstrip("#").strip()[:120] or "Untitled"
+        return Note(
+            note_id=note_id,
+            source=self.name,
+            kind=self.kind,
+            title=title,
+            text=bear_body(text, title, tag_titles),
+            url=bear_url(uuid),
+            path=None,
+            tags=tuple(minimal_tags(tag_titles)),
+            created=core_data_to_unix(created),
+            modified=core_data_to_unix(modified),
+            archived=bool(archived),
+            fingerprint=_fingerprint(modified, opt, archived, tag_titles),
+        )
+
+    def passage_url(self, note: Note, anchor: str | None) -> str:
+        if not anchor:
+            return note.url
+        return note.url + "&header=" + urllib.parse.quote(anchor, safe="")
+
+    def change_token(self) -> str | None:
+        """Changes whenever any connection commits to Bear's database (``data_version``
+        on our long-lived connection), or when the file is replaced."""
+        with self._lock:
+            try:
+                conn, _ = self._connection()
+                version = conn.execute("PRAGMA data_version").fetchone()[0]
+            except SourceError as e:
+                return f"unavailable:{e}"
+            except sqlite3.Error as e:
+                self.close()
+                return f"unavailable:{e}"
+            return f"{self._generation}:{version}"
+
+    def watch_paths(self) -> list[str]:
+        try:
+            return [os.path.dirname(self.db_path())]
+        except SourceError:
+            return []

@@ -1,0 +1,133 @@
+"""Helpers for the reliability tests: a daemon in this process (so timeouts and hooks can
+be patched), raw socket exchanges, a generated corpus and index checks."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgpack
+from notewell import client, config, daemon, paths, protocol
+from notewell.chunking import ChunkSettings
+from notewell.embedding import FakeEmbedder
+from notewell.engine import Engine
+from notewell.index import BuildSettings, Index
+
+FAKE_SETTINGS = BuildSettings(FakeEmbedder().fingerprint(), FakeEmbedder().dim,
+                              ChunkSettings().fingerprint())
+
+WORDS = (
+    "river", "stone", "lantern", "orchard", "copper", "meadow", "harbor", "violet", "summit",
+    "cedar", "falcon", "ember", "glacier", "hollow", "juniper", "kettle", "linen", "marble",
+    "nectar", "oyster", "pepper", "quartz", "saffron", "thistle", "umber", "velvet", "willow",
+    "yarrow", "zephyr", "anchor", "bramble", "cobalt", "dune",
+)
+
+
+@contextlib.contextmanager
+def inproc_daemon(cfg: config.Config, embedder: FakeEmbedder | None = None,
+                  timeout: float = 20.0) -> Iterator[daemon.Daemon]:
+    """A real ``Daemon`` on the real socket, run by threads of this process."""
+    emb = embedder or FakeEmbedder()
+    d = daemon.Daemon(cfg, engine_factory=lambda c: Engine(c, embedder=emb),
+                      poll_seconds=0.5, use_events=False)
+    d.start()
+    server = threading.Thread(target=d.serve_forever, daemon=True)
+    server.start()
+    deadline = time.monotonic() + timeout
+    while (d.state not in ("ready", "rebuilding") or not d.last_reports) \
+            and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert d.state in ("ready", "rebuilding"), d.problem
+    try:
+        yield d
+    finally:
+        d.request_stop()
+        server.join(timeout=5)
+
+
+def connect(timeout: float = 10.0) -> socket.socket:
+    """Connected as the real client connects (waiting when the listen queue is full)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    client._connect(s, paths.socket_path(), timeout)
+    return s
+
+
+def read_reply(s: socket.socket) -> dict | None:
+    """The next reply on ``s``, or None if the daemon closed the connection instead."""
+    try:
+        body = protocol.read_frame(s, protocol.MAX_REPLY_BYTES)
+    except (protocol.ProtocolError, ConnectionResetError):
+        return None
+    return msgpack.unpackb(body, raw=False)
+
+
+def exchange(data: bytes, timeout: float = 10.0) -> dict | None:
+    """Send raw bytes, end our side, and return the daemon's reply (None: it closed)."""
+    s = connect(timeout)
+    try:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            s.sendall(data)
+            s.shutdown(socket.SHUT_WR)
+        return read_reply(s)
+    finally:
+        s.close()
+
+
+def ask(op: str, timeout: float = 10.0, **args) -> dict:
+    s = connect(timeout)
+    try:
+        s.sendall(protocol.frame(protocol.packb(protocol.request(op, **args))))
+        reply = read_reply(s)
+        assert reply is not None, f"daemon closed the connection on {op}"
+        return reply
+    finally:
+        s.close()
+
+
+def search_ids(query: str, limit: int = 5, timeout: float = 10.0) -> list[str]:
+    reply = ask("search", timeout=timeout, query=query, limit=limit)
+    assert reply["ok"], reply
+    return [h["note_id"] for h in reply["result"]["hits"]]
+
+
+def note_text(i: int, version: int = 0, paragraphs: int = 3) -> str:
+    """A note with a unique marker word and a few headed sections (several chunks)."""
+    rng = random.Random(i * 1000 + version)
+    parts = [f"# Note {i} zq{i}x\n"]
+    for p in range(paragraphs):
+        body = " ".join(rng.choice(WORDS) for _ in range(40))
+        parts.append(f"## Part {p} v{version}\n\n{body} zq{i}x.\n")
+    return "\n".join(parts)
+
+
+def write_corpus(root: Path, n: int, version: int = 0) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (root / f"n{i:03d}.md").write_text(note_text(i, version), encoding="utf-8")
+    return root
+
+
+def markdown_config(root: Path, **options) -> config.Config:
+    cfg = config.Config(sources=(config.SourceConfig("notes", "markdown", str(root), (),
+                                                     options),),
+                        debug_log=bool(options.pop("debug_log", False)))
+    config.save(cfg)
+    return config.load()
+
+
+def index_problems(index_dir: Path | str) -> list[str]:
+    """Integrity and one-to-one consistency problems of the current index generation."""
+    from notewell import store
+
+    index = Index(store.current_path(str(index_dir)), FAKE_SETTINGS)
+    try:
+        return index.consistency_problems()
+    finally:
+        index.close()

@@ -1,0 +1,386 @@
+"""The Alfred workflow: its info.plist, the .alfredworkflow zip, the actions its connections
+run (with stand-in macOS commands), and the stale-Enter guard."""
+
+from __future__ import annotations
+
+import json
+import os
+import plistlib
+import shlex
+import subprocess
+import sys
+import zipfile
+import zlib
+from pathlib import Path
+
+import pytest
+from conftest import REPO, run_client, subprocess_env
+from launcher_helpers import install_stand_ins
+from notewell import alfred, paths
+from notewell.launcher import alfred_actions, alfred_workflow, icons
+from notewell.launcher.alfred_workflow import ALT, CMD, CTRL, FN, SHIFT
+from notewell.notes import Hit
+
+SCRIPT_FILTER = "alfred.workflow.input.scriptfilter"
+
+
+def objects_by_type(plist: dict) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for obj in plist["objects"]:
+        out.setdefault(obj["type"], []).append(obj)
+    return out
+
+
+@pytest.fixture
+def built(home: Path, tmp_path: Path) -> Path:
+    return Path(alfred_workflow.build(str(tmp_path / "out" / "notewell.alfredworkflow")))
+
+
+def read_zip(path: Path) -> dict[str, zipfile.ZipInfo]:
+    with zipfile.ZipFile(path) as zf:
+        return {info.filename: info for info in zf.infolist()}
+
+
+def test_the_workflow_is_a_zip_with_plist_icons_and_scripts_at_its_root(built: Path):
+    entries = read_zip(built)
+    for name in ("info.plist", "icon.png", "icons/bear.png", "icons/obsidian.png",
+                 "icons/markdown.png", "notewell-action"):
+        assert name in entries, name
+    with zipfile.ZipFile(built) as zf:
+        plist = plistlib.loads(zf.read("info.plist"))
+        for name in entries:
+            if name.endswith(".png"):
+                data = zf.read(name)
+                assert data[:8] == b"\x89PNG\r\n\x1a\n"
+                assert int.from_bytes(data[16:20], "big") == 256  # width from IHDR
+    assert entries["notewell-action"].external_attr >> 16 & 0o111, "action must be executable"
+    assert plist["bundleid"] == "com.notewell.alfred"
+
+
+def test_script_filter_config(built: Path):
+    with zipfile.ZipFile(built) as zf:
+        plist = plistlib.loads(zf.read("info.plist"))
+    (sf,) = objects_by_type(plist)[SCRIPT_FILTER]
+    cfg = sf["config"]
+    assert cfg["keyword"] == "{var:keyword}"
+    (keyword,) = plist["userconfigurationconfig"]
+    assert keyword["variable"] == "keyword" and keyword["config"]["default"] == "n"
+    assert cfg["scriptargtype"] == 1, "the query must arrive as argv, never as {query}"
+    assert "{query}" not in cfg["script"]
+    assert cfg["queuemode"] == 2, "terminate the previous script on each keystroke"
+    assert cfg["queuedelaymode"] == 0 and cfg["queuedelayimmediatelyinitially"] is True
+    assert cfg["alfredfiltersresults"] is False
+    assert cfg["argumenttype"] == 1 and cfg["withspace"] is True
+    # This installation's interpreter and client, absolute, run with -IS.
+    argv = shlex.split(cfg["script"].removeprefix("exec "))
+    assert argv[0] == os.path.abspath(sys.executable) and argv[1] == "-IS"
+    assert argv[2] == str((REPO / "client" / "notewell-query").resolve())
+    assert argv[3] == "$1"
+    assert plist["variables"]["NOTEWELL_PYTHONPATH"] == str(REPO / "daemon")
+    assert plist["variables"]["NOTEWELL_HOME"] == os.environ["NOTEWELL_HOME"]
+    assert set(plist["variablesdontexport"]) == set(plist["variables"])
+
+
+def test_connections_reference_objects_and_carry_the_modifiers(built: Path):
+    with zipfile.ZipFile(built) as zf:
+        plist = plistlib.loads(zf.read("info.plist"))
+    uids = {o["uid"] for o in plist["objects"]}
+    assert len(uids) == len(plist["objects"])
+    for source, wires in plist["connections"].items():
+        assert source in uids
+        for wire in wires:
+            assert wire["destinationuid"] in uids
+            assert set(wire) == {"destinationuid", "modifiers", "modifiersubtext", "vitoclose"}
+    assert set(plist["uidata"]) == uids
+    types = objects_by_type(plist)
+    (sf,) = types[SCRIPT_FILTER]
+    wires = {w["modifiers"]: w for w in plist["connections"][sf["uid"]]}
+    assert set(wires) == {0, CMD, ALT, CTRL, SHIFT, FN}
+    assert (CMD, ALT, CTRL, SHIFT, FN) == (1048576, 524288, 262144, 131072, 8388608)
+    by_uid = {o["uid"]: o for o in plist["objects"]}
+    for modifier, action in ((0, "open"), (CMD, "reveal"), (ALT, "copy"), (CTRL, "copy"),
+                             (SHIFT, "quicklook")):
+        target = by_uid[wires[modifier]["destinationuid"]]
+        assert target["type"] == "alfred.workflow.action.script"
+        assert target["config"]["scriptargtype"] == 1
+        assert f"./notewell-action {action} \"$1\"" in target["config"]["script"]
+    # fn: Call External Trigger -> External Trigger -> back into the Script Filter.
+    call = by_uid[wires[FN]["destinationuid"]]
+    assert call["type"] == "alfred.workflow.output.callexternaltrigger"
+    (trigger,) = types["alfred.workflow.trigger.external"]
+    assert call["config"]["externaltriggerid"] == trigger["config"]["triggerid"] == "search"
+    assert call["config"]["workflowbundleid"] == "self"
+    assert [w["destinationuid"] for w in plist["connections"][trigger["uid"]]] == [sf["uid"]]
+
+
+def hit(**over) -> Hit:
+    base = dict(note_id="notes:db/pg.md", title="Postgres vacuum", source="notes",
+                kind="markdown", url="file:///n/db/pg.md", path="/n/db/pg.md", tags=[],
+                heading_path="", snippet="Run VACUUM.", passage="Run VACUUM ANALYZE.",
+                score=0.5)
+    base.update(over)
+    return Hit(**base)
+
+
+@pytest.mark.parametrize("kind", ["markdown", "obsidian", "bear"])
+def test_items_and_workflow_agree(built: Path, kind: str):
+    """Every modifier an item defines has a wire, every action it names is handled, every
+    icon it points at ships in the zip."""
+    path = None if kind == "bear" else "/n/db/pg.md"
+    item = alfred.hit_item(hit(kind=kind, path=path), "vac")
+    with zipfile.ZipFile(built) as zf:
+        plist = plistlib.loads(zf.read("info.plist"))
+        names = set(zf.namelist())
+    (sf,) = objects_by_type(plist)[SCRIPT_FILTER]
+    wired = {w["modifiers"] for w in plist["connections"][sf["uid"]]}
+    assert set(item["mods"]) == {"cmd", "alt", "ctrl", "shift", "fn"}
+    for mod, spec in item["mods"].items():
+        assert alfred_workflow.MODIFIERS[mod] in wired
+        assert spec["subtitle"], f"{mod} must say what it does"
+        assert spec["variables"]["query"] == "vac"
+        assert spec["variables"]["note_id"] == "notes:db/pg.md"
+        action = spec["variables"]["action"]
+        assert action == "similar" or action in alfred_actions.FILE_ACTIONS
+    assert item["mods"]["fn"]["arg"] == "similar:notes:db/pg.md"
+    assert item["icon"]["path"] in names
+    assert item["text"]["largetype"] == item["text"]["copy"] == "Run VACUUM ANALYZE."
+    assert ("quicklookurl" in item) == (path is not None)
+    assert "icon.png" in names  # message items use it
+
+
+def pixels(png: bytes) -> tuple[int, int, bytes]:
+    """RGBA rows of a PNG as ``icons.png`` writes it (8-bit RGBA, filter 0)."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    i, idat, width, height = 8, b"", 0, 0
+    while i < len(png):
+        n = int.from_bytes(png[i:i + 4], "big")
+        tag, body = png[i + 4:i + 8], png[i + 8:i + 8 + n]
+        if tag == b"IHDR":
+            width, height = int.from_bytes(body[:4], "big"), int.from_bytes(body[4:8], "big")
+            assert body[8:10] == b"\x08\x06"  # 8-bit RGBA
+        elif tag == b"IDAT":
+            idat += body
+        i += 12 + n
+    raw = zlib.decompress(idat)
+    stride = width * 4 + 1
+    assert all(raw[y * stride] == 0 for y in range(height))
+    return width, height, b"".join(raw[y * stride + 1:(y + 1) * stride] for y in range(height))
+
+
+def same_picture(a: bytes, b: bytes) -> bool:
+    # Within one level per channel: another libm may round an edge pixel differently.
+    (wa, ha, pa), (wb, hb, pb) = pixels(a), pixels(b)
+    return (wa, ha) == (wb, hb) and all(abs(x - y) <= 1 for x, y in zip(pa, pb))
+
+
+def test_checked_in_workflow_sources_match_the_generator():
+    wf = REPO / "workflow" / "alfred"
+    expected = alfred_workflow.plist_bytes(alfred_workflow.PLACEHOLDER)
+    assert (wf / "info.plist").read_bytes() == expected, \
+        "run: python -m notewell.launcher.alfred_workflow ."
+    assert (wf / "notewell-action").read_text() == alfred_workflow.ACTION_BOOTSTRAP
+    for rel, data in icons.alfred_files().items():
+        assert same_picture((wf / rel).read_bytes(), data), \
+            "run: python -m notewell.launcher.icons ."
+    raycast = REPO / "workflow" / "raycast" / "assets"
+    assert same_picture((raycast / "icon.png").read_bytes(), icons.render("app", 512))
+    for kind in ("bear", "obsidian", "markdown"):
+        assert same_picture((raycast / f"{kind}.png").read_bytes(), icons.render(kind, 128))
+
+
+def test_icons_are_distinct_and_mostly_opaque_tiles():
+    seen = set()
+    for kind in icons.KINDS:
+        width, height, rgba = pixels(icons.render(kind, 64))
+        assert (width, height) == (64, 64)
+        centre = rgba[(32 * 64 + 6) * 4:(32 * 64 + 7) * 4]  # inside the tile, left of the art
+        assert centre[3] == 255
+        seen.add(bytes(centre[:3]))
+    assert len(seen) == len(icons.KINDS), "each kind has its own tile colour"
+
+
+def unpack(built: Path, dest: Path) -> dict:
+    with zipfile.ZipFile(built) as zf:
+        zf.extractall(dest)
+        for info in zf.infolist():
+            os.chmod(dest / info.filename, info.external_attr >> 16 & 0o777)
+        return plistlib.loads(zf.read("info.plist"))
+
+
+def alfred_env(plist: dict, **extra: str) -> dict[str, str]:
+    """What Alfred gives a script: the workflow variables, no site or PYTHONPATH of ours."""
+    env = {"PATH": "/usr/bin:/bin", "alfred_workflow_bundleid": plist["bundleid"]}
+    env.update(plist["variables"])
+    env.update(extra)
+    return env
+
+
+def test_the_script_filter_command_runs_the_client_as_alfred_would(built: Path, daemon,
+                                                                   tmp_path: Path):
+    wf = tmp_path / "wf"
+    plist = unpack(built, wf)
+    (sf,) = objects_by_type(plist)[SCRIPT_FILTER]
+    out = subprocess.run(["/bin/bash", "-c", sf["config"]["script"], "bash", "postgres vac"],
+                         cwd=wf, env=alfred_env(plist), capture_output=True, timeout=20)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["items"][0]["title"] == "Postgres vacuum"
+    assert doc["items"][0]["variables"]["query"] == "postgres vac"
+    # ... and recorded the query for the stale-Enter guard.
+    assert Path(paths.last_query_path()).read_text() == "postgres vac"
+
+
+def test_action_script_runs_under_python_IS_with_the_bundled_bootstrap(built: Path,
+                                                                       tmp_path: Path,
+                                                                       monkeypatch, home):
+    stand = install_stand_ins(tmp_path, monkeypatch)
+    wf = tmp_path / "wf"
+    plist = unpack(built, wf)
+    by_uid = {o["uid"]: o for o in plist["objects"]}
+    (sf,) = objects_by_type(plist)[SCRIPT_FILTER]
+    wire = next(w for w in plist["connections"][sf["uid"]] if w["modifiers"] == 0)
+    script = by_uid[wire["destinationuid"]]["config"]["script"]
+    env = alfred_env(plist, action="open", query="pg", note_id="notes:db/pg.md",
+                     PATH=stand.env()["PATH"], STANDIN_LOG=str(stand.log))
+    out = subprocess.run(["/bin/bash", "-c", script, "bash", "file:///n/db/pg.md"], cwd=wf,
+                         env=env, capture_output=True, text=True, timeout=20)
+    assert out.returncode == 0, out.stderr
+    assert stand.args("open") == [["file:///n/db/pg.md"]]
+
+
+# -- the actions, in process, with stand-in commands ---------------------------------------
+
+
+def record_runner():
+    calls: list[tuple[list[str], dict]] = []
+
+    def run(cmd, **kw):
+        calls.append((list(cmd), kw))
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    return calls, run
+
+
+def test_each_action_runs_the_right_command(home: Path, tmp_path: Path):
+    calls, run = record_runner()
+    spawned, spawn = record_runner()
+    handle = alfred_actions.handle
+    env = {"query": "q", "note_id": "notes:a.md"}
+    newest = lambda: "q"  # noqa: E731  (not stale)
+    handle(["open", "bear://x-callback-url/open-note?id=A"], env, run, spawn, newest=newest)
+    handle(["reveal", "/n/a.md"], env, run, spawn, newest=newest)
+    handle(["copy", "passage é"], env, run, spawn, newest=newest)
+    handle(["quicklook", "/n/a.md"], env, run, spawn, newest=newest)
+    assert [c[0] for c in calls] == [["open", "bear://x-callback-url/open-note?id=A"],
+                                     ["open", "-R", "/n/a.md"], ["pbcopy"]]
+    assert calls[2][1]["input"] == "passage é".encode()
+    assert calls[2][1]["env"]["LANG"].endswith("UTF-8")
+    assert spawned[0][0] == ["qlmanage", "-p", "/n/a.md"]
+    assert spawned[0][1]["start_new_session"] is True
+    # The item's own action wins over the connection's: a Bear note's ⌘ opens it.
+    calls.clear()
+    handle(["reveal", "bear://x"], dict(env, action="open"), run, spawn, newest=newest)
+    assert calls[0][0] == ["open", "bear://x"]
+
+
+def test_preview_writes_the_passage_to_a_private_file(home: Path):
+    _, run = record_runner()
+    spawned, spawn = record_runner()
+    alfred_actions.handle(["quicklook", "# Bear passage"],
+                          {"action": "preview", "note_id": "bear:ABC/1", "query": "q"},
+                          run, spawn, newest=lambda: "q")
+    cmd = spawned[0][0]
+    assert cmd[:2] == ["qlmanage", "-p"]
+    preview = Path(cmd[2])
+    assert preview.read_text() == "# Bear passage" and preview.suffix == ".md"
+    assert preview.parent.stat().st_mode & 0o077 == 0
+
+
+def test_stale_item_is_not_opened_when_the_newest_query_ranks_another_note(home: Path):
+    calls, run = record_runner()
+    asked = []
+
+    def top_result(note_id, query):
+        asked.append((note_id, query))
+        return False
+
+    message = alfred_actions.handle(
+        ["open", "file:///n/old.md"], {"query": "postg", "note_id": "notes:old.md",
+                                       "alfred_workflow_bundleid": "com.notewell.alfred"},
+        run, top_result=top_result, newest=lambda: "postgres backup")
+    assert asked == [("notes:old.md", "postgres backup")]
+    assert "stale" in message
+    (cmd, _), = calls
+    assert cmd[0] == "osascript" and "open" not in cmd
+    assert cmd[-2:] == ["com.notewell.alfred", "postgres backup"]  # argv, not script text
+    assert 'run trigger "search"' in " ".join(cmd)
+
+
+def test_stale_item_is_opened_when_it_is_still_the_top_result(home: Path):
+    calls, run = record_runner()
+    alfred_actions.handle(["open", "file:///n/pg.md"],
+                          {"query": "postg", "note_id": "notes:pg.md"}, run,
+                          top_result=lambda note, q: note == "notes:pg.md",
+                          newest=lambda: "postgres")
+    assert [c[0] for c in calls] == [["open", "file:///n/pg.md"]]
+
+
+def test_stale_guard_asks_the_real_daemon(daemon, home: Path):
+    """The item was rendered for "banana"; the newest query is "postgres vacuum", whose
+    top note is the Postgres one: the banana note must not open, the Postgres one may."""
+    top = json.loads(run_client(home, "postgres vacuum").stdout)["items"][0]
+    assert Path(paths.last_query_path()).read_text() == "postgres vacuum"
+    calls, run = record_runner()
+    alfred_actions.handle(["open", "file:///banana.md"],
+                          {"query": "banana", "note_id": "notes:kitchen/banana-bread.md"}, run)
+    assert calls and calls[0][0][0] == "osascript"
+    calls.clear()
+    alfred_actions.handle(["open", top["arg"]], {"query": "postgres", "note_id": top["uid"]},
+                          run)
+    assert [c[0] for c in calls] == [["open", top["arg"]]]
+
+
+def test_stale_guard_fails_safe_when_the_daemon_is_down(home: Path):
+    assert alfred_actions.still_top_result("notes:a.md", "anything") is False
+
+
+def test_start_item_starts_the_daemon_and_shows_alfred_again(home: Path):
+    calls, run = record_runner()
+    paths.ensure_private_dir(paths.runtime_dir())
+    Path(paths.last_query_path()).write_text("lisbon")
+    alfred_actions.handle(["open", "start-daemon"],
+                          {"action": "start", "NOTEWELL_PYTHON": "/venv/bin/python",
+                           "NOTEWELL_PYTHONPATH": "/src"}, run)
+    (start_cmd, kw), (show_cmd, _) = calls
+    assert start_cmd == ["/venv/bin/python", "-m", "notewell", "agent", "start"]
+    assert kw["env"]["PYTHONPATH"] == "/src"
+    assert show_cmd[0] == "osascript" and show_cmd[-1] == "lisbon"
+
+
+def test_restart_item_stops_the_old_daemon_then_starts(daemon, home: Path):
+    calls, run = record_runner()
+    alfred_actions.handle(["open", "restart-daemon"], {"action": "restart"}, run)
+    assert daemon.proc.wait(timeout=10) == 0  # a clean stop: launchd would leave it down
+    assert not Path(paths.socket_path()).exists()
+    assert calls[0][0][-3:] == ["notewell", "agent", "start"]
+
+
+def test_client_records_the_query_only_where_the_daemon_lives(home: Path):
+    run_client(home, "no runtime dir yet")
+    assert not Path(paths.last_query_path()).exists()
+    paths.ensure_private_dir(paths.runtime_dir())
+    out = run_client(home, "café au lait")
+    assert json.loads(out.stdout)["items"]  # still the daemon-down item
+    recorded = Path(paths.last_query_path())
+    assert recorded.read_text() == "café au lait"
+    assert recorded.stat().st_mode & 0o777 == 0o600
+
+
+def test_cli_alfred_install_builds_and_says_what_to_do_off_macos(home: Path, tmp_path: Path):
+    out = tmp_path / "x.alfredworkflow"
+    r = subprocess.run([sys.executable, "-m", "notewell", "alfred", "install", "--out",
+                        str(out)], capture_output=True, text=True, env=subprocess_env(home),
+                       timeout=60)
+    assert out.exists() and zipfile.is_zipfile(out), r.stderr
+    if sys.platform != "darwin":
+        assert r.returncode == 1 and "macOS" in r.stdout

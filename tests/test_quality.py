@@ -1,0 +1,155 @@
+"""Ranking quality with the real model: the demo golden set (full pipeline against dense,
+BM25 and the keyword baseline, per query type), as-you-type behaviour, near-duplicates,
+snippets and related notes. SciFact runs are ``slow`` (``make bench``)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from conftest import SHARED
+from notewell import evaluate
+from notewell.chunking import ChunkSettings
+from notewell.demo import demo_notes_dir
+from notewell.index import BuildSettings, Index
+from notewell.search import Searcher
+from notewell.sync import Syncer
+
+TIL_GIT = SHARED / "til-jbranchaud" / "notes" / "git"
+SCIFACT = SHARED / "scifact"
+
+
+def build(tmp_path_factory, embedder, source, name: str) -> Index:
+    chunker = ChunkSettings()
+    path = tmp_path_factory.mktemp(name) / "index.sqlite"
+    index = Index(str(path), BuildSettings(embedder.fingerprint(), embedder.dim,
+                                           chunker.fingerprint()))
+    Syncer(index, embedder, chunker).sync(source)
+    return index
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory, real_embedder):
+    index = build(tmp_path_factory, real_embedder,
+                  evaluate.folder_source(demo_notes_dir(), "demo"), "demo")
+    yield Searcher(index, real_embedder)
+    index.close()
+
+
+@pytest.fixture(scope="module")
+def golden(demo):
+    return evaluate.run_golden(evaluate.demo_golden_path(), demo.index, demo.embedder)
+
+
+def ids(searcher: Searcher, query: str, limit: int = 10) -> list[str]:
+    return [h.note_id for h in searcher.search(query, limit=limit).hits]
+
+
+# -- the demo golden set -------------------------------------------------------------------
+
+
+def test_full_pipeline_beats_keyword_search_on_paraphrase_and_synonym_queries(golden):
+    for kind in ("paraphrase", "synonym"):
+        ours, keyword = golden["notewell"][kind], golden["keyword"][kind]
+        assert ours["ndcg@10"] > keyword["ndcg@10"] + 0.3, (kind, ours, keyword)
+        assert ours["recall@5"] > keyword["recall@5"], kind
+
+
+def test_fusion_never_costs_what_one_side_gets_right(golden):
+    for kind, ours in golden["notewell"].items():
+        dense = golden["dense"][kind]
+        for metric in ("ndcg@10", "mrr@10", "recall@5"):
+            assert ours[metric] >= dense[metric] - 1e-9, (kind, metric, ours, dense)
+    for metric in ("ndcg@10", "mrr@10", "recall@5"):
+        assert golden["notewell"]["exact"][metric] >= golden["bm25"]["exact"][metric] - 1e-9
+
+
+def test_full_pipeline_finds_nearly_every_note_on_the_first_screen(golden):
+    assert golden["notewell"]["all"]["recall@5"] >= 0.95
+    assert golden["notewell"]["all"]["ndcg@10"] >= 0.9
+
+
+# -- as you type -------------------------------------------------------------------------------
+
+
+def test_a_prefix_already_finds_the_note(demo):
+    assert ids(demo, "postg")[0] == "demo:howto/postgres-cheatsheet.md"
+    assert ids(demo, "tarte tat")[0] == "demo:recipes/tarte-tatin-de-mamie.md"
+    assert ids(demo, "resti")[0] == "demo:howto/backup-photos-restic.md"
+
+
+def test_a_two_letter_fragment_does_not_throw_the_ranking_off(demo):
+    full = ids(demo, "leaking kitchen tap ", 5)
+    assert ids(demo, "leaking kitchen ta", 5)[0] == full[0]
+    assert ids(demo, "leaking kitchen t", 5)[0] == full[0]
+
+
+@pytest.mark.skipif(not TIL_GIT.is_dir(), reason="../shared/data/til-jbranchaud is absent")
+def test_unfinished_last_word_gives_the_finished_words_results(tmp_path_factory, real_embedder):
+    index = build(tmp_path_factory, real_embedder,
+                  evaluate.folder_source(str(TIL_GIT), "til", ()), "til")
+    try:
+        s = Searcher(index, real_embedder)
+        for typed, finished in (("delete remote bra", "delete remote branch"),
+                                ("rename a bra", "rename a branch"),
+                                ("undo last com", "undo last commit")):
+            partial, full = ids(s, typed, 5), ids(s, finished + " ", 5)
+            assert partial[0] == full[0], (typed, partial, full)
+            assert len(set(partial) & set(full)) >= 3, (typed, partial, full)
+    finally:
+        index.close()
+
+
+# -- one note once, the right sentence, no duplicates ---------------------------------------------
+
+
+def test_near_identical_imports_do_not_crowd_the_first_screen(demo):
+    for query in ("ssh-keygen ed25519", "passwordless remote login", "ssh keys"):
+        top = ids(demo, query, 9)
+        ssh = [n for n in top if "ssh-keys" in n]
+        assert len(ssh) == 1, (query, top)
+    # distinct notes on one subject are still both listed
+    top = ids(demo, "deploy went wrong checkout incident", 9)
+    assert "demo:meetings/2024-03-26-checkout-incident-review.md" in top
+    assert "demo:journal/2024-03-22.md" in top
+
+
+def test_each_note_once_with_the_matching_sentence_as_snippet(demo):
+    hits = demo.search("build indexes without locking writes", limit=10).hits
+    assert len({h.note_id for h in hits}) == len(hits)
+    top = hits[0]
+    assert top.note_id == "demo:howto/postgres-cheatsheet.md"
+    assert top.heading_path == "Query plans"
+    # the passage starts with a query plan; the snippet is the sentence that matches
+    assert top.snippet.startswith("Build indexes without locking writes")
+    assert not top.passage.startswith("Build indexes")
+
+
+def test_similar_lists_related_notes_without_the_note_itself(demo):
+    hits = demo.similar("demo:health/hay-fever.md", limit=5)
+    found = [h.note_id for h in hits]
+    assert "demo:health/hay-fever.md" not in found
+    assert found and all(n.startswith("demo:health/") for n in found[:2]), found
+    ssh = [h.note_id for h in demo.similar("demo:howto/ssh-keys.md", limit=3)]
+    assert ssh[0] == "demo:imported/ssh-keys (1).md"
+    assert demo.similar("demo:nope") == []
+
+
+# -- SciFact (slow) ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SCIFACT.is_dir(), reason="../shared/data/scifact is absent")
+def test_scifact_test_split_reaches_the_target(real_embedder, monkeypatch):
+    """Embeds 5,183 abstracts on first run (many minutes); later runs reuse the index in
+    $NOTEWELL_EVAL_HOME (default: the user's NOTEWELL_HOME)."""
+    home = os.environ.get("NOTEWELL_EVAL_HOME")
+    if home:
+        monkeypatch.setenv("NOTEWELL_HOME", home)
+    results = evaluate.run_beir(str(SCIFACT), "test", real_embedder)
+    print(json.dumps(evaluate.to_json(results), indent=2))
+    ours = results["notewell"]["all"]["ndcg@10"]
+    assert ours >= 0.72
+    assert ours > results["dense"]["all"]["ndcg@10"]
+    assert ours > results["bm25"]["all"]["ndcg@10"]

@@ -1,0 +1,138 @@
+"""The Raycast extension: it installs from its lockfile, type-checks and builds with
+Raycast's own toolchain (`ray build`), and its socket client finds and talks to a real
+daemon. Needs npm (and the npm registry, or npm's cache, for `npm ci`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import REPO, subprocess_env
+from notewell import paths
+
+EXT = REPO / "workflow" / "raycast"
+
+pytestmark = pytest.mark.skipif(shutil.which("npm") is None,
+                                reason="npm is not on PATH: the Raycast extension needs Node")
+
+
+def npm(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    out = subprocess.run(["npm", *args], cwd=EXT, capture_output=True, text=True,
+                         timeout=timeout, env=env)
+    assert out.returncode == 0, f"npm {' '.join(args)}:\n{out.stdout[-3000:]}{out.stderr[-3000:]}"
+    return out
+
+
+def npx(*args: str, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    out = subprocess.run(["npx", "--no-install", *args], cwd=EXT, capture_output=True,
+                         text=True, timeout=timeout, env=env)
+    assert out.returncode == 0, f"npx {' '.join(args)}:\n{out.stdout[-3000:]}{out.stderr[-3000:]}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def installed() -> Path:
+    """`npm ci`: exactly the locked versions (fails if package.json and the lock differ)."""
+    npm("ci", "--no-audit", "--no-fund", "--prefer-offline")
+    assert (EXT / "node_modules" / "@raycast" / "api" / "package.json").exists()
+    return EXT
+
+
+@pytest.fixture(scope="module")
+def probe(installed: Path, tmp_path_factory) -> Path:
+    """The extension's daemon client bundled with esbuild into a node script."""
+    out = tmp_path_factory.mktemp("probe") / "probe.js"
+    npx("esbuild", "scripts/probe.ts", "--bundle", "--platform=node", f"--outfile={out}",
+        "--log-level=warning")
+    return out
+
+
+def test_manifest_is_a_raycast_extension():
+    pkg = json.loads((EXT / "package.json").read_text())
+    for key in ("name", "title", "description", "icon", "author", "categories", "license",
+                "commands"):
+        assert pkg.get(key), key
+    (command,) = pkg["commands"]
+    assert command["name"] == "search-notes" and command["mode"] == "view"
+    assert (EXT / "src" / f"{command['name']}.tsx").exists()
+    assert (EXT / "assets" / pkg["icon"]).exists()
+    assert pkg["dependencies"]["@raycast/api"]
+    lock = json.loads((EXT / "package-lock.json").read_text())
+    assert lock["packages"][""]["dependencies"] == pkg["dependencies"]
+    source = (EXT / "src" / "search-notes.tsx").read_text()
+    for action in ("Action.Open", "Action.ShowInFinder", 'title="Copy Passage"',
+                   'title="Copy Link"', "Action.ToggleQuickLook", 'title="Similar Notes"',
+                   "List.Item.Detail", "List.EmptyView", "throttle"):
+        assert action in source, action
+
+
+def test_typecheck_and_ray_build(installed: Path, tmp_path: Path):
+    npx("tsc", "--noEmit")
+    dist = EXT / "dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    # ray build also creates ~/.config/raycast; keep that out of the real home.
+    env = dict(os.environ, HOME=str(tmp_path))
+    out = npx("ray", "build", "-e", "dist", "-o", "dist", "--non-interactive",
+              "--exit-on-error", env=env)
+    assert "built extension successfully" in out.stdout + out.stderr
+    assert (dist / "search-notes.js").stat().st_size > 1000
+    assert json.loads((dist / "package.json").read_text())["name"] == "notewell"
+    for icon in ("icon.png", "bear.png", "obsidian.png", "markdown.png"):
+        assert (dist / "assets" / icon).exists()
+
+
+def test_a_type_error_fails_the_build(installed: Path, tmp_path: Path):
+    """tsc really checks the sources (a broken copy does not pass)."""
+    broken = tmp_path / "ext"
+    shutil.copytree(EXT, broken, ignore=shutil.ignore_patterns("node_modules", "dist"),
+                    symlinks=True)
+    (broken / "node_modules").symlink_to(EXT / "node_modules")
+    src = broken / "src" / "daemon.ts"
+    src.write_text(src.read_text().replace("note_id: string;", "note_id: number;"))
+    out = subprocess.run(["npx", "--no-install", "tsc", "--noEmit"], cwd=broken,
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode != 0 and "search-notes.tsx" in out.stdout
+
+
+def node(probe: Path, *args: str, env: dict[str, str]) -> dict:
+    out = subprocess.run(["node", str(probe), *args], capture_output=True, text=True,
+                         timeout=30, env=env)
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("case", ["short", "long", "xdg"])
+def test_socket_path_matches_the_daemons(probe: Path, tmp_path: Path, monkeypatch, case):
+    base = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    if case == "short":
+        base["NOTEWELL_HOME"] = str(tmp_path / "h")
+    elif case == "long":
+        base["NOTEWELL_HOME"] = str(tmp_path / ("d" * 90) / "notewell home")
+    else:
+        base["XDG_RUNTIME_DIR"] = str(tmp_path / "run")
+        base["XDG_DATA_HOME"] = str(tmp_path / "data")
+    for key in ("NOTEWELL_HOME", "XDG_RUNTIME_DIR", "XDG_DATA_HOME"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in base.items():
+        monkeypatch.setenv(key, value)
+    got = node(probe, "socket-path", env=base)
+    assert got == {"home": paths.home(), "socket": paths.socket_path()}
+
+
+def test_search_and_similar_over_the_socket(probe: Path, daemon, home: Path):
+    env = subprocess_env(home)
+    result = node(probe, "search", "postgres", "vacuum", env=env)
+    top = result["hits"][0]
+    assert top["title"] == "Postgres vacuum" and top["kind"] == "markdown"
+    assert top["path"].endswith("postgres-vacuum.md") and top["passage"]
+    assert set(top) >= {"note_id", "url", "tags", "heading_path", "snippet", "score"}
+    assert node(probe, "search", "#nosuchtag", env=env)["notices"]
+    similar = node(probe, "similar", top["note_id"], env=env)
+    assert similar["hits"] and top["note_id"] not in [h["note_id"] for h in similar["hits"]]
+
+
+def test_daemon_down_is_reported_as_down(probe: Path, home: Path):
+    assert node(probe, "search", "x", env=subprocess_env(home))["error"] == "down"

@@ -1,0 +1,350 @@
+"""Bad input never crashes or hangs anything: queries that look like FTS5 syntax or are
+huge or broken, frames that trickle, stall or flood, and note files that are binary,
+enormous, looping, vanishing, unreadable or not files at all."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+import msgpack
+import pytest
+from conftest import run_client, write_notes
+from notewell import config, daemon, protocol
+from notewell.embedding import FakeEmbedder
+from notewell.engine import Engine
+from notewell.sources import markdown as markdown_source
+from reliability_helpers import (
+    ask,
+    connect,
+    exchange,
+    inproc_daemon,
+    read_reply,
+    search_ids,
+    write_corpus,
+)
+
+TEXT_NOTES = {
+    "near.md": "# Bakery walk\n\nMeet near the bakery, then walk AND talk to the river.\n",
+    "title.md": "# Lisbon title deeds\n\nThe title: deeds for the Lisbon flat, in the safe.\n",
+    "quotes.md": "# Quoting\n\nShe said \"star\" * twice - then a colon: done.\n",
+}
+
+
+@pytest.fixture
+def served(home: Path, tmp_path: Path):
+    notes = write_notes(tmp_path / "notes", TEXT_NOTES)
+    cfg = config.Config(sources=(config.SourceConfig("notes", "markdown", str(notes)),))
+    config.save(cfg)
+    with inproc_daemon(cfg) as d:
+        yield d
+
+
+# -- queries ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("query", [
+    '"', '""', '"unterminated', "*", "**", "NEAR(", "NEAR(a b", "AND", "OR", "NOT", "-",
+    ":", "a:b", "title:", "^", "(", ")", "((", "{body}", "x AND", "- - -", "'; DROP TABLE notes;",
+    "\\", "%_", "#", "in:", "#%", "similar:", "similar:nope", "in:no such", "\u202e", "\ufffd",
+])
+def test_fts5_syntax_is_searched_as_text_never_as_query_syntax(served, query):
+    reply = ask("search", query=query)
+    assert reply["ok"], reply
+    for ending in (" ", ""):  # finished, and still being typed (prefix)
+        assert ask("search", query=f"bakery {query}{ending}")["ok"]
+
+
+def test_operator_words_match_literally(served):
+    assert search_ids("NEAR( bakery")[0] == "notes:near.md"
+    assert search_ids("title: deeds")[0] == "notes:title.md"
+    assert search_ids('"star" * twice')[0] == "notes:quotes.md"
+    # column filters are text too: "title:" does not restrict to the title column
+    assert "notes:quotes.md" in search_ids("colon: done")
+
+
+@pytest.mark.parametrize("query", ["", " ", "\t\n  ", "\x00\x01\x02", "\x1b[31mred",
+                                   "bakery\x00river", "é" * 30_000, "\U0001f600" * 1000])
+def test_empty_blank_control_and_odd_queries_answer(served, query):
+    start = time.monotonic()
+    reply = ask("search", query=query)
+    assert reply["ok"], reply
+    assert time.monotonic() - start < 2
+
+
+def test_invalid_utf8_inside_a_request_is_an_error_reply(served):
+    body = b"\x82\xa2op\xa6search\xa5query\xa3\xed\xa0\x80"  # a lone surrogate, encoded
+    reply = exchange(protocol.frame(body))
+    assert reply["error"]["code"] == "bad_message"
+    assert ask("ping")["ok"]
+
+
+def test_a_query_over_the_frame_limit_is_refused_and_one_under_it_is_cut(served):
+    reply = exchange(protocol.frame(msgpack.packb({"op": "search", "query": "x" * 100_000})))
+    assert reply["error"]["code"] == "bad_frame"
+    start = time.monotonic()
+    reply = ask("search", query="bakery " * 9000)  # 63 KB: accepted, cut to the query cap
+    assert reply["ok"] and time.monotonic() - start < 2
+    assert reply["result"]["hits"][0]["note_id"] == "notes:near.md"
+
+
+def test_client_with_huge_invalid_and_control_argv_prints_valid_json(served, home):
+    cases = [
+        ["x" * 100_000],
+        [os.fsdecode(b"caf\xe9 \xff\xfe bakery")],
+        ["\x01\x02\x1b", "bakery"],
+        ['"', "NEAR(", "AND", "-", ":"],
+        [""],
+    ]
+    for argv in cases:
+        out = run_client(home, *argv)
+        assert out.returncode == 0 and out.stderr == b"", out.stderr
+        doc = json.loads(out.stdout)
+        assert doc["items"], argv
+
+
+# -- frames and connections ------------------------------------------------------------------
+
+def test_a_frame_split_into_single_bytes_is_still_answered(served):
+    data = protocol.frame(protocol.packb(protocol.request("search", query="bakery")))
+    s = connect()
+    for i in range(len(data)):
+        s.sendall(data[i:i + 1])
+        time.sleep(0.002)
+    reply = read_reply(s)
+    s.close()
+    assert reply["ok"] and reply["result"]["hits"][0]["note_id"] == "notes:near.md"
+
+
+def test_a_client_sending_one_byte_per_second_delays_nobody_and_is_cut_off(served):
+    data = protocol.frame(protocol.packb(protocol.request("search", query="bakery")))
+    outcome: dict = {}
+
+    def trickle() -> None:
+        s = connect()
+        start = time.monotonic()
+        try:
+            for b in data:
+                s.sendall(bytes([b]))
+                time.sleep(1.0)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        outcome["reply"] = read_reply(s)
+        outcome["after"] = time.monotonic() - start
+        s.close()
+
+    slow = threading.Thread(target=trickle)
+    slow.start()
+    latencies = []
+    while slow.is_alive():
+        start = time.monotonic()
+        assert search_ids("river bakery")[0] == "notes:near.md"
+        latencies.append(time.monotonic() - start)
+        time.sleep(0.01)
+    slow.join()
+    assert max(latencies) < 0.5, max(latencies)
+    assert outcome["reply"]["error"]["code"] == "timeout"
+    assert outcome["after"] < daemon.FRAME_TIMEOUT + 2
+    print(f"{len(latencies)} searches beside a 1 byte/s client: max {max(latencies) * 1e3:.0f} "
+          f"ms; the slow client was cut off after {outcome['after']:.1f} s")
+
+
+def test_an_idle_connection_is_closed(served, monkeypatch):
+    monkeypatch.setattr(daemon, "IDLE_TIMEOUT", 0.3)
+    s = connect()
+    start = time.monotonic()
+    assert s.recv(10) == b""  # closed by the daemon, without a request
+    assert time.monotonic() - start < 3
+    s.close()
+
+
+def test_two_hundred_simultaneous_connections_are_served_or_refused_never_left(served):
+    socks = [connect(timeout=10) for _ in range(200)]
+    request = protocol.frame(protocol.packb(protocol.request("search", query="river")))
+    for s in socks:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # refused: closed
+            s.sendall(request)
+    answers: dict[str, int] = {}
+    start = time.monotonic()
+    for s in socks:
+        reply = read_reply(s)
+        key = "ok" if reply and reply["ok"] else (reply or {}).get("error", {}).get(
+            "code", "closed")
+        answers[key] = answers.get(key, 0) + 1
+        s.close()
+    assert set(answers) <= {"ok", "busy"}, answers
+    assert answers.get("ok", 0) >= 1 and sum(answers.values()) == 200
+    assert time.monotonic() - start < 10
+    assert search_ids("river")  # every slot was given back
+    print(f"200 simultaneous connections: {answers}")
+
+
+def test_idle_connections_holding_every_slot_get_busy_then_are_released(served):
+    held = [connect() for _ in range(daemon.MAX_CONNECTIONS)]
+    time.sleep(0.2)
+    extra = exchange(protocol.frame(protocol.packb(protocol.request("ping"))))
+    assert extra["error"]["code"] == "busy" and "retry" in extra["error"]["message"]
+    for s in held:
+        s.close()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if ask("ping")["ok"]:
+            break
+    assert ask("search", query="bakery")["ok"]
+
+
+@pytest.mark.parametrize("request_obj", [
+    {"op": "search", "query": "x", "limit": 2**63 - 1},
+    {"op": "search", "query": "x", "limit": -(2**63)},
+    {"op": "search", "query": ["x"] * 1000},
+    {"op": "search", "query": {"nested": {"deeper": [1, 2, {"x": None}]}}},
+    {"op": "search", "query": "x", "mode": "dense" * 1000},
+    {"op": "similar", "note_id": "\x00" * 5000},
+    {"op": "sync", "wait": "yes"},
+    {"op": "search", "query": "x", **{f"k{i}": i for i in range(60)}},
+    {"op": "ping", "v": 1.5},
+    {"op": "x" * 60_000},
+])
+def test_nested_huge_and_mistyped_arguments_get_an_error_or_an_answer(served, request_obj):
+    reply = exchange(protocol.frame(msgpack.packb(request_obj)))
+    assert reply is not None and isinstance(reply["ok"], bool)
+    assert ask("ping")["ok"]
+
+
+@pytest.mark.parametrize("body", [
+    b"\x91" * 60_000 + b"\xc0",                   # arrays nested 60,000 deep
+    b"\xdd\xff\xff\xff\xff",                      # an array that claims 4 billion items
+    b"\xdf\x7f\xff\xff\xff",                      # a map that claims 2 billion pairs
+    b"\xdb\xff\xff\xff\xff" + b"a" * 100,         # a string that claims 4 GB
+    b"\xc6\x00\x00\xff\xff" + b"\x00" * 1000,     # binary
+    msgpack.packb({1: "int key", "op": "ping"}),
+    b"",
+])
+def test_hostile_msgpack_is_refused_without_allocating_it(served, body):
+    reply = exchange(protocol.frame(body))
+    assert reply is not None and reply["ok"] is False
+    assert ask("ping")["ok"]
+
+
+def test_waiting_syncs_never_hold_the_workers_that_answer_searches(home, tmp_path):
+    """`notewell sync` waits for the background sync; six of them at once while a slow
+    sync runs must not leave the 4 search workers busy (they once ran the sync)."""
+    notes = write_corpus(tmp_path / "notes", 12)
+    cfg = config.Config(sources=(config.SourceConfig("notes", "markdown", str(notes)),))
+    config.save(cfg)
+    with inproc_daemon(cfg, embedder=FakeEmbedder(delay=0.02)) as d:
+        write_corpus(notes, 12, version=1)  # every chunk changes: ~0.7 s of "model" time
+        waiting = [threading.Thread(target=ask, args=("sync",),
+                                    kwargs={"wait": True, "timeout": 60}) for _ in range(6)]
+        for t in waiting:
+            t.start()
+        time.sleep(0.1)
+        latencies = []
+        while any(t.is_alive() for t in waiting):
+            start = time.monotonic()
+            assert ask("search", query="zq3x")["ok"]
+            latencies.append(time.monotonic() - start)
+            time.sleep(0.01)
+        for t in waiting:
+            t.join()
+        assert latencies and max(latencies) < 0.5, max(latencies)
+        assert d.last_reports[0]["error"] is None
+        assert search_ids("zq3x")[0] == "notes:n003.md"
+
+
+# -- bad notes ---------------------------------------------------------------------------
+
+GOOD = {f"good/g{i}.md": f"# Good {i}\n\nA perfectly ordinary note about topic{i}.\n"
+        for i in range(5)}
+
+
+def _bad_vault(root: Path) -> dict[str, str]:
+    """Write good notes and one of each kind of bad file; returns what each bad one is."""
+    write_notes(root, GOOD)
+    bad = root / "bad"
+    bad.mkdir()
+    (bad / "binary.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
+    (bad / "utf16-broken.md").write_bytes(b"\xff\xfe" + "# Hi".encode("utf-16-le") + b"\x00\xd8")
+    with open(bad / "huge.md", "wb") as f:  # 20 MB
+        f.write(b"# Huge\n\n" + b"word " * (4 * 1024 * 1024))
+    os.mkfifo(bad / "fifo.md")  # opening it for reading would block forever
+    os.symlink("/dev/zero", bad / "zero.md")  # reading it would never end
+    os.symlink(".", bad / "loop")  # a folder loop
+    os.symlink("b-link.md", bad / "a-link.md")  # a file symlink loop
+    os.symlink("a-link.md", bad / "b-link.md")
+    os.symlink("missing-target.md", bad / "dangling.md")
+    (bad / "denied.md").write_text("# Denied\n\nroot reads anything; open() is patched\n")
+    (bad / "vanishing.md").write_text("# Vanishing\n\ndeleted between scan and load\n")
+    (root / "latin1.md").write_bytes("# Café notes\n\nCrème brûlée recipe.\n".encode("cp1252"))
+    return {"binary.md": "binary", "utf16-broken.md": "could not be read", "huge.md": "MB",
+            "fifo.md": "not a regular file", "zero.md": "not a regular file",
+            "denied.md": "permission denied"}
+
+
+def test_bad_notes_are_skipped_with_one_warning_each_and_the_rest_indexed(
+        tmp_path, monkeypatch, caplog):
+    """Running as root, chmod 000 does not stop a read, so permission denied is simulated
+    by making ``os.open`` raise for that one file, as the kernel would."""
+    root = tmp_path / "vault"
+    expected = _bad_vault(root)
+    real_open = os.open
+
+    def guarded_open(path, flags, *args, **kwargs):
+        if str(path).endswith("denied.md"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(markdown_source.os, "open", guarded_open)
+    cfg = config.Config(sources=(config.SourceConfig("notes", "markdown", str(root)),))
+    engine = Engine(cfg, embedder=FakeEmbedder(), index_dir=str(tmp_path / "index"))
+    src = engine.sources[0]
+    real_load = src.load
+
+    def load_after_vanishing(note_id: str):
+        if note_id.endswith("vanishing.md"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(root / "bad" / "vanishing.md")
+        return real_load(note_id)
+
+    src.load = load_after_vanishing
+    caplog.set_level(logging.WARNING)
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(engine.sync()[0]), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "a sync hung on a bad file"
+    report = result[0]
+    assert report.error is None
+    titles = {r[0] for r in engine.index.db.execute("SELECT title FROM notes")}
+    assert {f"Good {i}" for i in range(5)} | {"Café notes"} <= titles
+    assert not titles & {"Huge", "Denied", "Vanishing", "Hi"}
+    for name, why in expected.items():
+        mine = [w for w in report.warnings if name in w]
+        assert len(mine) == 1 and why in mine[0], (name, report.warnings)
+        assert sum(name in r.getMessage() for r in caplog.records) == 1, name
+    assert len(report.warnings) == len(expected), report.warnings
+    assert not engine.index.consistency_problems()
+
+    caplog.clear()
+    again = engine.sync()[0]  # unchanged bad files: not read again, not warned again
+    assert again.warnings == [] and not caplog.records
+    engine.close()
+    print("skipped with one warning each: " + ", ".join(sorted(expected)) +
+          "; skipped silently by the folder walk: loop, a-link.md/b-link.md, dangling.md; "
+          "vanished: vanishing.md")
+
+
+def test_a_bad_vault_through_the_daemon_and_client(home, tmp_path):
+    root = tmp_path / "vault"
+    _bad_vault(root)
+    cfg = config.Config(sources=(config.SourceConfig("notes", "markdown", str(root)),))
+    config.save(cfg)
+    with inproc_daemon(cfg) as d:
+        assert d.last_reports[0]["error"] is None
+        out = json.loads(run_client(home, "ordinary", "topic3").stdout)
+        assert out["items"][0]["title"] == "Good 3"
+        assert ask("status")["result"]["notes"] >= 6

@@ -1,0 +1,32 @@
+"""A short run of ``bench/load.py``: concurrent clients while a changing corpus syncs;
+zero errors, zero wrong answers, memory that does not run away, a consistent index."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+from conftest import REPO
+
+_spec = importlib.util.spec_from_file_location("notewell_bench_load", REPO / "bench" / "load.py")
+load = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = load  # dataclasses look their module up while it loads
+_spec.loader.exec_module(load)
+
+
+def test_concurrent_clients_while_syncing_get_only_right_answers(tmp_path, monkeypatch):
+    monkeypatch.setenv("NOTEWELL_HOME", str(tmp_path / "home"))  # run_load sets it too
+    result = load.run_load(tmp_path / "home", tmp_path / "notes", seconds=3.0, clients=3,
+                           stable=60, churn=30)
+    s = result.summary()
+    print(f"load: {s}")
+    assert result.requests > 100
+    assert not result.errors, result.errors[:5]
+    assert not result.wrong, result.wrong[:5]
+    assert result.syncs >= 3 and result.edits > 0
+    assert not result.index_problems
+    assert s["p99_ms"] < 1000
+    # a short run only shows a leak that is fast; the figures are what bench/load.py prints
+    assert result.rss_after_kb < result.rss_before_kb + 64 * 1024
+    assert os.environ["NOTEWELL_HOME"] == str(tmp_path / "home")

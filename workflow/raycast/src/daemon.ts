@@ -1,0 +1,118 @@
+/**
+ * Talking to the notewell daemon over its Unix socket: one length-prefixed msgpack frame
+ * out, one back (the protocol in notewell/protocol.py). Measured faster per keystroke
+ * than spawning the Python client, because Raycast keeps this process alive between
+ * keystrokes (see workflow/raycast/README.md).
+ */
+import { decode, encode } from "@msgpack/msgpack";
+import { execFile } from "node:child_process";
+import { connect } from "node:net";
+
+export const PROTOCOL_VERSION = 1;
+const MAX_REPLY_BYTES = 16 * 1024 * 1024;
+
+export interface Hit {
+  note_id: string;
+  title: string;
+  source: string;
+  kind: string; // "bear" | "obsidian" | "markdown"
+  url: string;
+  path: string | null;
+  tags: string[];
+  heading_path: string;
+  snippet: string;
+  passage: string;
+  score: number;
+  modified: number | null;
+  archived: boolean;
+}
+
+export interface Results {
+  hits: Hit[];
+  notices: string[];
+}
+
+/** The daemon is not listening (no socket, or nobody behind it). */
+export class DaemonDown extends Error {}
+
+/** The daemon answered with an error, e.g. "warming_up". */
+export class DaemonError extends Error {
+  constructor(
+    public readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export function ask(socket: string, request: Record<string, unknown>, timeoutMs = 2000): Promise<unknown> {
+  return new Promise((resolvePromise, reject) => {
+    const body = encode({ v: PROTOCOL_VERSION, ...request });
+    const frame = Buffer.alloc(4 + body.length);
+    frame.writeUInt32BE(body.length, 0);
+    Buffer.from(body.buffer, body.byteOffset, body.byteLength).copy(frame, 4);
+    const chunks: Buffer[] = [];
+    let received = 0;
+    let settled = false;
+    const conn = connect(socket);
+    const finish = (error: Error | null, value?: unknown) => {
+      if (settled) return;
+      settled = true;
+      conn.destroy();
+      if (error) reject(error);
+      else resolvePromise(value);
+    };
+    conn.setTimeout(timeoutMs, () => finish(new DaemonError("timeout", "notewell did not answer in time")));
+    conn.on("connect", () => conn.write(frame));
+    conn.on("error", (e: NodeJS.ErrnoException) => {
+      if (e.code === "ENOENT" || e.code === "ECONNREFUSED") finish(new DaemonDown(`nothing listens on ${socket}`));
+      else finish(e);
+    });
+    conn.on("data", (data: Buffer) => {
+      chunks.push(data);
+      received += data.length;
+      if (received < 4) return;
+      const all = Buffer.concat(chunks);
+      const size = all.readUInt32BE(0);
+      if (size > MAX_REPLY_BYTES) return finish(new DaemonError("bad_frame", `reply of ${size} bytes`));
+      if (all.length < 4 + size) return;
+      try {
+        finish(null, unwrap(decode(all.subarray(4, 4 + size))));
+      } catch (e) {
+        finish(e as Error);
+      }
+    });
+    conn.on("end", () => finish(new DaemonError("closed", "the daemon closed the connection")));
+  });
+}
+
+function unwrap(reply: unknown): unknown {
+  const r = reply as { ok?: boolean; result?: unknown; error?: { code?: string; message?: string } };
+  if (r && r.ok) return r.result;
+  throw new DaemonError(r?.error?.code ?? "unknown", r?.error?.message ?? "unknown error");
+}
+
+export async function search(socket: string, query: string, limit = 30): Promise<Results> {
+  const result = (await ask(socket, { op: "search", query, limit, format: "json" })) as Results;
+  return { hits: result.hits ?? [], notices: result.notices ?? [] };
+}
+
+export async function similar(socket: string, noteId: string, limit = 30): Promise<Results> {
+  const result = (await ask(socket, { op: "similar", note_id: noteId, limit })) as Results;
+  return { hits: result.hits ?? [], notices: result.notices ?? [] };
+}
+
+/** `notewell agent start`: through the agent when installed, else a detached daemon. */
+export function startDaemon(command: string, notewellHomeDir: string): Promise<string> {
+  return new Promise((resolvePromise, reject) => {
+    const env = { ...process.env, ...(notewellHomeDir ? { NOTEWELL_HOME: notewellHomeDir } : {}) };
+    execFile(command, ["agent", "start"], { env, timeout: 20000 }, (error, stdout, stderr) => {
+      if (error) reject(new Error((stderr || error.message).trim()));
+      else resolvePromise(stdout.trim());
+    });
+  });
+}
+
+export function markdownLink(hit: Hit): string {
+  return `[${hit.title.replace(/[[\]]/g, "")}](${hit.url})`;
+}
