@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import platform
 import re
@@ -64,11 +65,11 @@ def machine() -> dict:
     cpu = platform.processor() or platform.machine()
     ram = 0
     with contextlib.suppress(OSError):
-        for line in open("/proc/cpuinfo"):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-        for line in open("/proc/meminfo"):
+        for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemTotal"):
                 ram = int(line.split()[1]) * 1024
     if sys.platform == "darwin":
@@ -124,7 +125,7 @@ def pct(values: list[float]) -> dict:
         return {"n": 0, "p50": 0.0, "p95": 0.0, "mean": 0.0}
 
     def rank(p: float) -> float:
-        return xs[min(len(xs) - 1, max(0, int(round(p * len(xs) + 0.5)) - 1))]
+        return xs[min(len(xs) - 1, max(0, math.ceil(p * len(xs)) - 1))]
 
     return {"n": len(xs), "p50": round(rank(0.50), 3), "p95": round(rank(0.95), 3),
             "mean": round(statistics.fmean(xs), 3)}

@@ -30,9 +30,8 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
-
 import common
+import numpy as np
 
 SHORT_QUERIES = ["undo a commit", "postgres vacuum", "daily notes", "git hooks",
                  "schema templates", "publish site", "lookup", "vault sync", "refactor",
@@ -44,7 +43,6 @@ SHORT_QUERIES = ["undo a commit", "postgres vacuum", "daily notes", "git hooks",
 
 def make_embedder(cfg: dict):
     from model_variants import variant_path
-
     from notewell.embedding import ModelFiles, OnnxEmbedder, locate_model_files
 
     files = locate_model_files()

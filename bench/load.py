@@ -80,6 +80,7 @@ class LoadResult:
     edits: int = 0
     rss_before_kb: int = 0
     rss_after_kb: int = 0
+    rss_quarters_kb: list[int] = field(default_factory=list)  # at 25, 50, 75, 100 % of the run
     index_problems: list[str] = field(default_factory=list)
 
     def summary(self) -> dict:
@@ -93,6 +94,7 @@ class LoadResult:
             "syncs_completed": self.syncs, "note_edits": self.edits,
             "rss_before_mb": round(self.rss_before_kb / 1024, 1),
             "rss_after_mb": round(self.rss_after_kb / 1024, 1),
+            "rss_quarters_mb": [round(x / 1024, 1) for x in self.rss_quarters_kb],
             "index_problems": len(self.index_problems),
         }
 
@@ -183,7 +185,9 @@ def run_load(home: Path, notes_dir: Path, *, seconds: float = 10.0, clients: int
         threads.append(threading.Thread(target=writer))
         for t in threads:
             t.start()
-        time.sleep(seconds)
+        for _ in range(4):  # memory over the run: a leak climbs, a warm-up levels off
+            time.sleep(seconds / 4)
+            result.rss_quarters_kb.append(rss_kb(proc.pid))
         stop.set()
         for t in threads:
             t.join(timeout=120)
@@ -252,8 +256,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{s['wrong_answers']} wrong answers")
     print(f"latency: p50 {s['p50_ms']} ms, p99 {s['p99_ms']} ms, max {s['max_ms']} ms")
     print(f"syncs completed: {s['syncs_completed']} ({s['note_edits']} note edits); "
-          f"daemon RSS {s['rss_before_mb']} MB before, {s['rss_after_mb']} MB after; "
           f"index problems afterwards: {s['index_problems']}")
+    print(f"daemon RSS: {s['rss_before_mb']} MB before; at 25/50/75/100 % of the run "
+          f"{' / '.join(str(x) for x in s['rss_quarters_mb'])} MB; "
+          f"{s['rss_after_mb']} MB after")
     for line in (r.errors + r.wrong + r.index_problems)[:10]:
         print("  " + line)
     return 1 if r.errors or r.wrong or r.index_problems else 0

@@ -72,9 +72,8 @@ class ReferenceMiniLM:
     """all-MiniLM-L6-v2 as sentence-transformers runs it: mean pooling, then L2 norm."""
 
     def __init__(self, path: str | None = None, max_tokens: int | None = None) -> None:
-        from tokenizers import Tokenizer
-
         from notewell import embedding
+        from tokenizers import Tokenizer
 
         files = embedding.locate_model_files()
         raw = load_safetensors(path or weights_path())

@@ -98,12 +98,15 @@ def search_ids(query: str, limit: int = 5, timeout: float = 10.0) -> list[str]:
 
 
 def note_text(i: int, version: int = 0, paragraphs: int = 3) -> str:
-    """A note with a unique marker word and a few headed sections (several chunks)."""
+    """A note with a unique marker word and a few headed sections (several chunks). The
+    marker dominates every section, so with the fake embedder too its note is the one
+    answer to a query for it, whatever the ranking's fusion details."""
     rng = random.Random(i * 1000 + version)
-    parts = [f"# Note {i} zq{i}x\n"]
+    marker = f"zq{i}x"
+    parts = [f"# Note {marker}\n"]
     for p in range(paragraphs):
-        body = " ".join(rng.choice(WORDS) for _ in range(40))
-        parts.append(f"## Part {p} v{version}\n\n{body} zq{i}x.\n")
+        body = " ".join(rng.choice(WORDS) for _ in range(30))
+        parts.append(f"## Part {p} v{version}\n\n{' '.join([marker] * 10)} {body}.\n")
     return "\n".join(parts)
 
 
@@ -131,3 +134,68 @@ def index_problems(index_dir: Path | str) -> list[str]:
         return index.consistency_problems()
     finally:
         index.close()
+
+
+_FORKER = r"""
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+from notewell import config
+from notewell.embedding import FakeEmbedder
+from notewell.engine import Engine
+
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children
+for line in sys.stdin:
+    cfg_path, index_dir, delay = line.rstrip("\n").split("\t")
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            Engine(config.load(cfg_path), embedder=FakeEmbedder(delay=float(delay)),
+                   index_dir=index_dir).sync()
+            code = 0
+        finally:
+            os._exit(code)
+    print(pid, flush=True)
+"""
+
+
+class SyncForker:
+    """Starts syncs as forks of one single-threaded helper that has already imported
+    notewell: each starts in milliseconds (so a random kill lands in the work, not in the
+    interpreter's start), and no fork ever copies a thread's held lock."""
+
+    def __init__(self) -> None:
+        import subprocess
+        import sys
+
+        repo = Path(__file__).resolve().parent.parent
+        self.proc = subprocess.Popen([sys.executable, "-c", _FORKER, str(repo / "daemon")],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+
+    def start(self, cfg_path: str, index_dir: str, delay: float) -> int:
+        assert self.proc.stdin and self.proc.stdout
+        self.proc.stdin.write(f"{cfg_path}\t{index_dir}\t{delay}\n")
+        self.proc.stdin.flush()
+        return int(self.proc.stdout.readline())
+
+    @staticmethod
+    def kill(pid: int, timeout: float = 10.0) -> None:
+        import os
+        import signal
+
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.005)
+        raise TimeoutError(f"process {pid} survived SIGKILL")
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=10)

@@ -282,3 +282,25 @@ def test_a_failing_request_logs_where_it_failed_but_not_the_query(home, notes_di
     logged = caplog.text
     assert "op search failed: RuntimeError" in logged and "explode" in logged
     assert "zanzibarite" not in logged
+
+
+def test_a_socket_folder_another_user_could_swap_is_refused(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # like /tmp without its sticky bit
+    with pytest.raises(PermissionError, match="writable by every user"):
+        daemon.check_parent(str(shared / "run"))
+    out = subprocess.run([sys.executable, "-m", "notewell", "serve"], capture_output=True,
+                         timeout=30, env={**subprocess_env(shared),  # home = shared
+                                          "PYTHONPATH": str(REPO / "daemon"),
+                                          "NOTEWELL_EMBEDDER": "fake"})
+    assert out.returncode == 1 and b"writable by every user" in out.stderr
+    assert b"Traceback" not in out.stderr
+    shared.chmod(0o1777)  # with the sticky bit (as /tmp has) others cannot rename our entries
+    daemon.check_parent(str(shared / "run"))
+    if os.getuid() == 0:
+        foreign = tmp_path / "foreign"
+        foreign.mkdir()
+        os.chown(foreign, 65534, 65534)
+        with pytest.raises(PermissionError, match="owned by uid 65534"):
+            daemon.check_parent(str(foreign / "run"))

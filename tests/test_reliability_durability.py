@@ -34,6 +34,7 @@ from notewell.index import Index
 from notewell.notes import Chunk
 from reliability_helpers import (
     FAKE_SETTINGS,
+    SyncForker,
     ask,
     index_problems,
     markdown_config,
@@ -73,6 +74,11 @@ def _indexed(index_dir: Path) -> dict[str, str]:
         index.close()
 
 
+def _fingerprints(root: Path) -> dict[str, str]:
+    return {f"notes:{p.name}": f"{p.stat().st_mtime_ns}:{p.stat().st_size}"
+            for p in root.glob("*.md")}
+
+
 def _mutate(root: Path, rng: random.Random, state: dict[int, int]) -> None:
     """Edit, add and delete a random handful of notes; ``state`` maps note -> version."""
     for i in rng.sample(sorted(state), k=min(len(state), rng.randint(3, 12))):
@@ -87,42 +93,28 @@ def _mutate(root: Path, rng: random.Random, state: dict[int, int]) -> None:
         (root / f"n{i:03d}.md").unlink()
 
 
-def _sync_in_child(cfg: config.Config, index_dir: Path, delay: float) -> int:
-    """Fork a process that syncs (the daemon's own code path, minus its start-up time)."""
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            engine = Engine(cfg, embedder=FakeEmbedder(delay=delay), index_dir=str(index_dir))
-            engine.sync()
-            code = 0
-        finally:
-            os._exit(code)
-    return pid
-
-
 def test_sigkill_at_random_points_of_indexing_and_sync(home, tmp_path):
     rng = random.Random(SEED)
     root = tmp_path / "notes"
-    write_corpus(root, 40)
-    state = {i: 0 for i in range(40)}
+    write_corpus(root, 24)
+    state = {i: 0 for i in range(24)}
     cfg = markdown_config(root)
     index_dir = home / "index"
-    env = subprocess_env(home, NOTEWELL_EMBEDDER="fake", NOTEWELL_FAKE_EMBED_DELAY="0.006")
+    env = subprocess_env(home, NOTEWELL_EMBEDDER="fake", NOTEWELL_FAKE_EMBED_DELAY="0.008")
     env["PYTHONPATH"] = str(REPO / "daemon")
     kinds = ["fork"] * FORKED_KILLS + ["index", "serve"] * (PROCESS_KILLS // 2)
     rng.shuffle(kinds)
     mid_work = 0
     log = []
+    forker = SyncForker()
     for n, kind in enumerate(kinds):
         if n:
             _mutate(root, rng, state)
         if kind == "fork":
-            pid = _sync_in_child(cfg, index_dir, delay=0.004)
-            wait = rng.uniform(0.0, 0.5)
+            pid = forker.start(str(cfg.path), str(index_dir), delay=0.008)
+            wait = rng.uniform(0.0, 0.45)
             time.sleep(wait)
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+            forker.kill(pid)
         else:
             args = ["index", "--quiet"] if kind == "index" else ["serve", "--poll", "0.2"]
             proc = subprocess.Popen([sys.executable, "-m", "notewell", *args], env=env,
@@ -134,9 +126,10 @@ def test_sigkill_at_random_points_of_indexing_and_sync(home, tmp_path):
         problems = index_problems(index_dir)
         assert not problems, f"after kill {n} ({kind} at {wait:.2f} s, seed {SEED}): {problems}"
         indexed = _indexed(index_dir)
-        complete = set(indexed) == {f"notes:n{i:03d}.md" for i in state}
+        complete = indexed == _fingerprints(root)  # every note, each at its current version
         mid_work += not complete
         log.append(f"{kind}@{wait:.2f}s:{'done' if complete else f'{len(indexed)} notes'}")
+    forker.close()
 
     # The next sync finishes the job and embeds nothing that was stored before it.
     before = _stored_hashes(index_dir)
@@ -350,3 +343,67 @@ def test_a_crash_between_vectors_and_notes_leaves_reusable_vectors(home, tmp_pat
     assert report.added == 6 and not set(embedder.hashes) & stored
     engine.close()
     shutil.rmtree(home / "index")
+
+
+def _digest(path: Path) -> str:
+    import hashlib
+
+    return "".join(hashlib.sha256(p.read_bytes()).hexdigest()[:16] if p.exists() else "-"
+                   for p in (path, Path(f"{path}-wal")))
+
+
+def test_a_locked_unknown_or_missing_bear_database_keeps_what_is_served(home, tmp_path):
+    """Bear going bad after indexing: each sync reports a clear error for Bear only, never
+    writes to Bear's files, drops none of its indexed notes, and markdown carries on."""
+    from bear_fixture import build
+    from reliability_helpers import inproc_daemon
+
+    db = tmp_path / "Bear" / "database.sqlite"
+    fx = build(str(db), journal="delete")
+    notes = write_corpus(tmp_path / "notes", 3)
+    cfg = config.Config(sources=(config.SourceConfig("notes", "markdown", str(notes)),
+                                 config.SourceConfig("bear", "bear", str(db))))
+    config.save(cfg)
+    with inproc_daemon(cfg) as d:
+        assert search_ids("sourdough starter rye")[0].startswith("bear:")
+        d.engine.sources[1].lock_retry_seconds = 0.3
+
+        def sync_once() -> dict[str, dict]:
+            before = _digest(db)
+            reply = ask("sync", wait=True, timeout=30)
+            assert reply["ok"], reply
+            assert _digest(db) == before, "the Bear database was written to"
+            return {r["source"]: r for r in reply["result"]["reports"]}
+
+        def still_served() -> dict[str, dict]:
+            assert search_ids("sourdough starter rye")[0].startswith("bear:")
+            assert search_ids("zq1x")[0] == "notes:n001.md"
+            status = ask("status")["result"]
+            assert status["state"] == "ready"
+            return {s["name"]: s for s in status["sources"]}
+
+        fx.conn.execute("BEGIN EXCLUSIVE")  # Bear in the middle of a long write
+        reports = sync_once()
+        assert "stayed locked" in reports["bear"]["error"] and not reports["notes"]["error"]
+        assert "locked" in still_served()["bear"]["last_error"]
+        fx.conn.execute("COMMIT")
+
+        fx.conn.execute("ALTER TABLE ZSFNOTE RENAME COLUMN ZTEXT TO ZBODY")  # a new Bear
+        reports = sync_once()
+        assert "ZTEXT" in reports["bear"]["error"]
+        reports = sync_once()  # the source reopens the database and names what it lacks
+        assert "ZSFNOTE.ZTEXT" in reports["bear"]["error"]
+        still_served()
+        fx.conn.execute("ALTER TABLE ZSFNOTE RENAME COLUMN ZBODY TO ZTEXT")
+        fx.close()
+
+        moved = db.with_name("elsewhere.sqlite")
+        db.rename(moved)  # Bear uninstalled, or its folder not readable
+        reports = sync_once()
+        assert "does not exist" in reports["bear"]["error"]
+        still_served()
+
+        moved.rename(db)
+        reports = sync_once()
+        assert reports["bear"]["error"] is None
+        assert still_served()["bear"]["last_error"] is None

@@ -36,13 +36,22 @@ TEXT_NOTES = {
 }
 
 
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory):
+    """One daemon for the module's read-only tests (each would otherwise start its own)."""
+    tmp = tmp_path_factory.mktemp("served")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NOTEWELL_HOME", str(tmp / "home"))
+        notes = write_notes(tmp / "notes", TEXT_NOTES)
+        cfg = config.Config(sources=(config.SourceConfig("notes", "markdown", str(notes)),))
+        config.save(cfg)
+        with inproc_daemon(cfg) as d:
+            yield d
+
+
 @pytest.fixture
-def served(home: Path, tmp_path: Path):
-    notes = write_notes(tmp_path / "notes", TEXT_NOTES)
-    cfg = config.Config(sources=(config.SourceConfig("notes", "markdown", str(notes)),))
-    config.save(cfg)
-    with inproc_daemon(cfg) as d:
-        yield d
+def served_home(served) -> Path:
+    return Path(os.environ["NOTEWELL_HOME"])
 
 
 # -- queries ------------------------------------------------------------------------------
@@ -92,7 +101,7 @@ def test_a_query_over_the_frame_limit_is_refused_and_one_under_it_is_cut(served)
     assert reply["result"]["hits"][0]["note_id"] == "notes:near.md"
 
 
-def test_client_with_huge_invalid_and_control_argv_prints_valid_json(served, home):
+def test_client_with_huge_invalid_and_control_argv_prints_valid_json(served_home):
     cases = [
         ["x" * 100_000],
         [os.fsdecode(b"caf\xe9 \xff\xfe bakery")],
@@ -101,7 +110,7 @@ def test_client_with_huge_invalid_and_control_argv_prints_valid_json(served, hom
         [""],
     ]
     for argv in cases:
-        out = run_client(home, *argv)
+        out = run_client(served_home, *argv)
         assert out.returncode == 0 and out.stderr == b"", out.stderr
         doc = json.loads(out.stdout)
         assert doc["items"], argv

@@ -110,7 +110,7 @@ class Daemon:
 
     def start(self) -> None:
         """Take the lock, bind the socket, and start loading the engine in the background."""
-        paths.ensure_private_dir(paths.runtime_dir())
+        check_parent(paths.ensure_private_dir(paths.runtime_dir()))
         self._lock_fd = acquire_lock(paths.lock_path())
         self._listener = bind_socket(paths.socket_path())
         self._sync_thread = threading.Thread(target=self._background, name="notewell-sync",
@@ -209,6 +209,10 @@ class Daemon:
             self.state, self.problem = "error", f"{type(e).__name__}: {e}"
             log.exception("engine failed to start")
             return
+        # A large index's in-memory vector copy loads in the background now, so the first
+        # keystroke does not pay for it (index.Index.warm_vectors; no-op on small ones).
+        with contextlib.suppress(Exception):
+            self.engine.index.warm_vectors()
         # Baselines first, then one full sync: a change made during that sync is seen.
         self.watcher = ChangeWatcher(self.engine.sources, debounce=self.debounce,
                                      poll_seconds=self.poll_seconds, use_events=self.use_events,
@@ -419,6 +423,7 @@ class Daemon:
                 if reply is None:
                     return
                 try:
+                    conn.settimeout(IDLE_TIMEOUT)  # not what was left of the frame's time
                     _send(conn, reply)
                 except OSError:
                     return
@@ -606,6 +611,22 @@ def _refuse(conn: socket.socket, code: str, message: str) -> None:
         conn.close()
 
 
+def check_parent(path: str) -> None:
+    """Refuse a socket directory whose parent another user could rename it in (say a
+    ``/tmp/notewell-UID`` made by someone else): they could swap in their own socket."""
+    parent = os.path.dirname(os.path.abspath(path))
+    st = os.stat(parent)
+    # Group-writable is left alone: with per-user groups (umask 002) it is the norm.
+    if st.st_uid not in (os.getuid(), 0):
+        problem = f"owned by uid {st.st_uid}"
+    elif st.st_mode & 0o002 and not st.st_mode & 0o1000:  # anyone may write, no sticky bit
+        problem = "writable by every user"
+    else:
+        return
+    raise PermissionError(f"{parent}, which holds notewell's socket folder, is {problem}: "
+                          "fix or remove it, then start notewell again")
+
+
 def acquire_lock(path: str) -> int:
     """An exclusive lock held for the daemon's life: a second daemon on the same home
     fails here, with the running one's pid, instead of fighting over the socket."""
@@ -673,7 +694,7 @@ def run(config: Config, poll_seconds: float = 5.0,
         signal.signal(signal.SIGHUP, lambda *_: daemon.request_sync())
     try:
         daemon.start()
-    except AlreadyRunning as e:
+    except (AlreadyRunning, PermissionError) as e:
         print(f"notewell: {e}", file=sys.stderr)
         return 1
     if not daemon.serve_forever():

@@ -135,7 +135,7 @@ class Index:
         self.vector_cache_min = VECTOR_CACHE_MIN
         self._vcache: VectorCache | None = None
         self._vcache_lock = threading.Lock()
-        self._vcache_loading = False
+        self._vcache_loading: threading.Thread | None = None
         self._closed = False
         # Set by ``store.open_current`` when this file replaced a damaged one: the daemon
         # reports "rebuilding" until a first full sync has filled it again.
@@ -495,12 +495,11 @@ class Index:
         if self._vcache is None and self._vector_state(self.db)[1] < self.vector_cache_min:
             return
         with self._vcache_lock:
-            if self._vcache_loading:
-                return
-            self._vcache_loading = True
-        thread = threading.Thread(target=self._load_vectors, name="notewell-vectors",
-                                  daemon=True)
-        thread.start()
+            thread = self._vcache_loading
+            if not thread:
+                thread = self._vcache_loading = threading.Thread(
+                    target=self._load_vectors, name="notewell-vectors", daemon=True)
+                thread.start()
         if wait:
             thread.join()
 
@@ -546,7 +545,7 @@ class Index:
             if conn is not None:
                 conn.close()
             with self._vcache_lock:
-                self._vcache_loading = False
+                self._vcache_loading = None
 
     def bm25(self, match: str, k: int, weights: Sequence[float] = (4.0, 2.0, 1.0, 2.0)
              ) -> list[tuple[int, float]]:

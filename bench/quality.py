@@ -1,0 +1,89 @@
+"""Do the speed-ups change what is found? ``notewell eval`` under three k-NN paths.
+
+    .venv/bin/python bench/quality.py                   # demo golden set and SciFact test
+    .venv/bin/python bench/quality.py --skip-beir       # demo golden set only (seconds)
+
+The same evaluation (``notewell.evaluate``: nDCG@10, Recall@5/10, MRR@10 for the full
+pipeline and dense only) runs with k-NN answered by
+- ``sqlite-vec``: the exact scan in SQLite (notewell without the in-memory copy);
+- ``copy``: what the daemon does by default (the in-memory copy: exact float32 up to 20,000
+  vectors, quantized beyond; below 5,000 vectors the exact scan);
+- ``quantized``: the quantized copy (sign bits + int8) forced at every size, to show what
+  it would cost in quality where the default keeps exact search.
+SciFact's index is built on first use under ``$NOTEWELL_BENCH_CACHE/eval-home`` (about
+7,000 chunks: several minutes with the real model) and reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import common
+
+MODES = ("sqlite-vec", "copy", "quantized")
+
+
+def run(mode: str, beir: str | None) -> dict:
+    from notewell import evaluate, index, vector_cache
+    from notewell.embedding import OnnxEmbedder
+
+    original_min = index.VECTOR_CACHE_MIN
+    original_method = index.Index._vector_cache
+    original_limit = vector_cache.VectorCache.__init__.__kwdefaults__["exact_limit"]
+
+    def eager(self):  # load the copy before the first query, as a warm daemon has it
+        cache = original_method(self)
+        if cache is None and mode != "sqlite-vec":
+            self.warm_vectors(wait=True)
+            cache = original_method(self)
+        return cache
+
+    try:
+        index.VECTOR_CACHE_MIN = 1 << 62 if mode == "sqlite-vec" else (
+            0 if mode == "quantized" else original_min)
+        vector_cache.VectorCache.__init__.__kwdefaults__["exact_limit"] = (
+            0 if mode == "quantized" else original_limit)
+        index.Index._vector_cache = eager
+        embedder = OnnxEmbedder()
+        methods = ["notewell", "dense"]
+        out = {"demo": evaluate.to_json(evaluate.run_demo(embedder, methods))}
+        if beir:
+            out["scifact"] = evaluate.to_json(evaluate.run_beir(beir, "test", embedder,
+                                                                methods, progress=True))
+        return out
+    finally:
+        index.VECTOR_CACHE_MIN = original_min
+        vector_cache.VectorCache.__init__.__kwdefaults__["exact_limit"] = original_limit
+        index.Index._vector_cache = original_method
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--skip-beir", action="store_true")
+    ap.add_argument("--json", help="also write the figures to this file")
+    args = ap.parse_args(argv)
+    info = common.print_machine("retrieval quality under each k-NN path")
+    beir = None if args.skip_beir else str(common.shared_data() / "scifact")
+    if beir and not os.path.isdir(beir):
+        beir = None
+    home = common.cache_dir() / "eval-home"
+    home.mkdir(mode=0o700, exist_ok=True)
+    results = {}
+    with common.env(NOTEWELL_HOME=str(home)):
+        for mode in MODES:
+            results[mode] = run(mode, beir)
+    print(f"\n{'set':8} {'method':9} {'metric':10} " + " ".join(f"{m:>11}" for m in MODES))
+    for dataset in results[MODES[0]]:
+        for method in results[MODES[0]][dataset]:
+            for metric in ("ndcg@10", "recall@10", "mrr@10"):
+                values = [results[m][dataset][method]["all"][metric] for m in MODES]
+                print(f"{dataset:8} {method:9} {metric:10} " +
+                      " ".join(f"{v:11.4f}" for v in values))
+    print(common.load_note())
+    common.write_json(args.json, {"machine": info, "results": results})
+    return results
+
+
+if __name__ == "__main__":
+    main()

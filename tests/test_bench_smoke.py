@@ -1,0 +1,91 @@
+"""Every benchmark runs end to end on a tiny input and prints its figures and machine.
+
+The real runs (``-m slow``) take minutes and check the targets that do not depend on how
+busy the machine is (recall, the one-shot ratio). The peers' libraries are optional: the
+peers smoke run works without them and says how to install them."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, SHARED
+
+BENCH = REPO / "bench"
+pytestmark = pytest.mark.skipif(not (SHARED / "dendron-vault").is_dir(),
+                                reason="../shared/data is absent")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("bench-cache")
+
+
+def run(script: str, *args: str, cache=None, timeout: float = 240) -> str:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(cache or REPO)}
+    if cache is not None:
+        env["NOTEWELL_BENCH_CACHE"] = str(cache)
+    out = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True,
+                         text=True, env=env, timeout=timeout, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "machine:" in out.stdout and "onnxruntime" in out.stdout
+    return out.stdout
+
+
+def test_keystroke_smoke(cache):
+    out = run("keystroke.py", "--fake", "--notes", "8", "--runs", "4", "--oneshot-runs", "1",
+              cache=cache)
+    for label in ("bare python", "client, typing", "one-shot", "x bare"):
+        assert label in out
+
+
+def test_search_latency_smoke(cache, tmp_path):
+    out = run("search_latency.py", "--sizes", "150", "--vectors", "random", "--queries", "3",
+              "--passes", "1", "--exact-runs", "1", "--json", str(tmp_path / "r.json"),
+              cache=cache)
+    assert "recall@10 1.0000" in out  # under the copy threshold k-NN is exact
+    import json
+
+    size = json.loads((tmp_path / "r.json").read_text())["sizes"][0]
+    assert size["chunks"] >= 150 and size["search"]["n"] == 3
+
+
+def test_memory_smoke(cache):
+    out = run("memory.py", "--sizes", "150", "--vectors", "random", "--seconds", "1",
+              cache=cache)
+    assert "idle (ready, no query yet)" in out and "after a sync" in out
+
+
+def test_peers_smoke(cache):
+    out = run("peers.py", "--sizes", "150", "--vectors", "random", "--queries", "3",
+              cache=cache)
+    assert "notewell" in out
+    if importlib.util.find_spec("chromadb"):
+        assert "ChromaDB" in out
+    else:
+        assert "pip install -e '.[bench]'" in out
+
+
+def test_indexing_smoke(cache):
+    out = run("indexing.py", "--sample", "4", "--reference", "2", "--variants", "shipped",
+              "--skip-grid", "--skip-concurrent", "--full-size", "0", "--skip-edit",
+              cache=cache)
+    assert "shipped" in out and "fastest within cosine 0.99" in out
+
+
+@pytest.mark.slow
+def test_search_latency_recall_at_100k():
+    out = run("search_latency.py", "--sizes", "100k", "--queries", "40", "--exact-runs", "3",
+              timeout=3600)
+    recall = float(out.split("recall@10 ")[1].split(",")[0])
+    assert recall >= 0.98
+
+
+@pytest.mark.slow
+def test_keystroke_is_20x_faster_than_one_shot():
+    out = run("keystroke.py", "--runs", "50", timeout=3600)
+    speedup = float(out.split("= ")[-1].split("x the client")[0]) if "x the client" in out \
+        else 0.0
+    assert speedup >= 20

@@ -1,0 +1,161 @@
+"""The in-memory vector copy behind ``Index.knn`` on large indexes: exact where it claims
+to be, close to exact where it quantizes, and never out of step with the index file."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+from notewell.index import BuildSettings, Index
+from notewell.vector_cache import VectorCache, hamming, int8_codes, nearest_rows, sign_bits
+
+DIM = 64
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def clustered(n: int, seed: int = 0, dim: int = DIM) -> np.ndarray:
+    """Vectors around 40 centres: neighbours are clearly nearer than the rest, as with
+    real embeddings (uniform random vectors have no near neighbours at all)."""
+    rng = np.random.default_rng(seed)
+    centres = unit(rng.standard_normal((40, dim)))
+    return unit(centres[rng.integers(0, 40, n)] + 0.6 * rng.standard_normal((n, dim)) /
+                np.sqrt(dim))
+
+
+def exact_knn(ids: np.ndarray, vecs: np.ndarray, q: np.ndarray, k: int) -> list[int]:
+    return ids[np.argsort(-(vecs @ q), kind="stable")[:k]].tolist()
+
+
+def test_codes_round_trip_and_hamming_counts_differing_signs():
+    v = unit(np.random.default_rng(1).standard_normal((5, 70)))  # not a multiple of 64
+    bits = sign_bits(v)
+    assert bits.dtype == np.uint64 and bits.shape == (5, 2)
+    flipped = v.copy()
+    flipped[0, :3] *= -1
+    assert hamming(np.ascontiguousarray(sign_bits(flipped).T), bits[0]).tolist()[0] == 3
+    codes, scale = int8_codes(v)
+    assert np.abs(codes.astype(np.float32) * scale[:, None] - v).max() <= scale.max() / 2 + 1e-7
+
+
+def test_nearest_rows_picks_the_smallest_distances():
+    dist = np.random.default_rng(3).integers(0, 385, 50_000).astype(np.uint16)
+    for pool in (1, 10, 777, 5000):
+        got = nearest_rows(dist, pool)
+        assert len(got) == pool and len(set(got.tolist())) == pool
+        assert np.array_equal(np.sort(dist[got]), np.sort(dist)[:pool])
+
+
+def test_exact_layout_matches_brute_force():
+    vecs = clustered(3000)
+    ids = np.arange(10, 3010, dtype=np.int64)
+    cache = VectorCache(DIM, exact_limit=10_000)
+    cache.append(ids, vecs)
+    assert not cache.quantized
+    for q in clustered(20, seed=5):
+        got = cache.search(q, 15)
+        assert [i for i, _ in got] == exact_knn(ids, vecs, q, 15)
+        want = 1 - vecs[[i - 10 for i, _ in got]] @ q
+        assert np.allclose([d for _, d in got], want, atol=1e-6)
+
+
+def test_quantized_layout_keeps_recall_and_near_exact_distances():
+    dim = 384  # the model's: the sign bits need the dimensions to rank well
+    vecs = clustered(20_000, seed=2, dim=dim)
+    ids = np.arange(1, 20_001, dtype=np.int64)
+    cache = VectorCache(dim, exact_limit=1000, min_candidates=2000)
+    for start in range(0, 20_000, 5000):  # appended in parts, switching layout on the way
+        cache.append(ids[start:start + 5000], vecs[start:start + 5000])
+    assert cache.quantized and cache.n == 20_000
+    assert cache.nbytes() < 20_000 * (dim + 48 + 8 + 4) * 1.6  # no float32 copy kept
+    recalls = []
+    rng = np.random.default_rng(9)
+    for q in unit(vecs[:30] + 0.5 * rng.standard_normal((30, dim)) / np.sqrt(dim)):
+        got = cache.search(q, 10)
+        exact = exact_knn(ids, vecs, q, 10)
+        recalls.append(len({i for i, _ in got} & set(exact)) / 10)
+        true = 1 - vecs[[i - 1 for i, _ in got]] @ q
+        assert np.abs(np.array([d for _, d in got]) - true).max() < 5e-3
+        assert [d for _, d in got] == sorted(d for _, d in got)
+    assert np.mean(recalls) >= 0.95
+
+
+def test_empty_and_small_k():
+    cache = VectorCache(DIM)
+    assert cache.search(np.ones(DIM), 5) == []
+    cache.append(np.array([7]), unit(np.ones((1, DIM))))
+    assert cache.search(np.ones(DIM), 5)[0][0] == 7
+    assert cache.search(np.ones(DIM), 0) == []
+
+
+# -- through Index --------------------------------------------------------------------------
+
+
+def hashes(start: int, n: int) -> list[str]:
+    return [hashlib.sha256(str(i).encode()).hexdigest() for i in range(start, start + n)]
+
+
+@pytest.fixture
+def index(tmp_path):
+    idx = Index(str(tmp_path / "index.db"), BuildSettings("fake", DIM, "c"))
+    idx.vector_cache_min = 0
+    yield idx
+    idx.close()
+
+
+def sqlite_vec_knn(index: Index, q: np.ndarray, k: int) -> list[tuple[int, float]]:
+    rows = index.db.execute(
+        "SELECT rowid, distance FROM vectors WHERE embedding MATCH ? AND k = ? "
+        "ORDER BY distance", (q.astype(np.float32).tobytes(), k))
+    return [(r[0], r[1]) for r in rows]
+
+
+def test_index_knn_from_the_copy_agrees_with_sqlite_vec(index):
+    vecs = clustered(500, seed=3)
+    index.add_embeddings(hashes(0, 500), vecs)
+    index.warm_vectors(wait=True)
+    assert index._vector_cache() is not None
+    for q in clustered(10, seed=4):
+        got = index.knn(q, 12)
+        want = sqlite_vec_knn(index, q, 12)
+        assert [i for i, _ in got] == [i for i, _ in want]
+        assert np.allclose([d for _, d in got], [d for _, d in want], atol=1e-5)
+
+
+def test_new_vectors_are_found_at_once_and_deleted_ones_never(index):
+    vecs = clustered(300, seed=6)
+    index.add_embeddings(hashes(0, 300), vecs)
+    index.warm_vectors(wait=True)
+    cache = index._vcache
+    # An edit adds a vector: the next query pulls it into the same copy.
+    probe = unit(np.random.default_rng(8).standard_normal(DIM))
+    index.add_embeddings(hashes(1000, 1), probe[None, :])
+    new_id = index.db.execute("SELECT max(id) FROM embeddings").fetchone()[0]
+    assert index.knn(probe, 1)[0][0] == new_id
+    assert index._vcache is cache and cache.max_id == new_id
+    # Pruning deletes vectors no chunk uses (here: all), and ids are then reused: the copy
+    # must not answer with the old vectors under the new ids.
+    assert index.prune_embeddings() == 301
+    other = unit(-probe)
+    index.add_embeddings(hashes(2000, 1), other[None, :])
+    assert index.db.execute("SELECT id FROM embeddings").fetchall() == [(1,)]
+    assert index.knn(other, 3) == [(1, pytest.approx(0.0, abs=1e-6))]
+    index.warm_vectors(wait=True)
+    assert index._vcache is not cache
+    assert index.knn(other, 3) == [(1, pytest.approx(0.0, abs=1e-6))]
+
+
+def test_small_and_in_memory_indexes_keep_the_exact_path(tmp_path):
+    mem = Index(":memory:", BuildSettings("fake", DIM, "c"))
+    mem.vector_cache_min = 0
+    mem.add_embeddings(hashes(0, 50), clustered(50))
+    mem.warm_vectors(wait=True)
+    assert mem._vcache is None and len(mem.knn(clustered(1)[0], 5)) == 5
+    small = Index(str(tmp_path / "small.db"), BuildSettings("fake", DIM, "c"))
+    small.add_embeddings(hashes(0, 50), clustered(50))
+    small.warm_vectors(wait=True)  # under VECTOR_CACHE_MIN: no copy, no thread
+    assert small._vcache is None and len(small.knn(clustered(1)[0], 5)) == 5
+    small.close()
