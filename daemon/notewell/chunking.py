@@ -11,6 +11,7 @@ see ``ChunkSettings`` for the measured budget.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 
 from .notes import Chunk
@@ -40,6 +41,23 @@ def count_pieces(text: str) -> int:
     return len(_PIECE.findall(text))
 
 
+def iter_fenced(lines: Iterable[str]) -> Iterator[tuple[str, bool]]:
+    """Each line with whether it is code: inside a fenced block, or a fence line itself.
+    A fence closes only with the same character at least as many times (CommonMark)."""
+    fence: str | None = None
+    for line in lines:
+        m = _FENCE.match(line)
+        if m:
+            marker = m.group(1)
+            if fence is None:
+                fence = marker[0] * len(marker)
+            elif marker.startswith(fence):
+                fence = None
+            yield line, True
+            continue
+        yield line, fence is not None
+
+
 @dataclass
 class _Section:
     path: tuple[str, ...]
@@ -54,19 +72,12 @@ def split_sections(text: str, title: str = "") -> list[_Section]:
     """Cut at ATX headings outside code fences; each section knows its heading path."""
     sections = [_Section((), [])]
     stack: list[tuple[int, str]] = []
-    fence: str | None = None
     first_heading = True
-    for line in text.splitlines():
-        m = _FENCE.match(line)
-        if m:
-            marker = m.group(1)
-            if fence is None:
-                fence = marker[0] * len(marker)
-            elif marker.startswith(fence):
-                fence = None
+    for line, in_code in iter_fenced(text.splitlines()):
+        if in_code:
             sections[-1].lines.append(line)
             continue
-        h = None if fence else _HEADING.match(line)
+        h = _HEADING.match(line)
         if not h:
             sections[-1].lines.append(line)
             continue
@@ -158,16 +169,10 @@ def _split_long(body: str, s: ChunkSettings) -> list[str]:
 
 def _paragraphs(body: str) -> list[str]:
     """Blank-line separated blocks, with a fenced code block kept whole."""
-    paras, current, fence = [], [], None
-    for line in body.splitlines():
-        m = _FENCE.match(line)
-        if m:
-            marker = m.group(1)
-            if fence is None:
-                fence = marker[0] * len(marker)
-            elif marker.startswith(fence):
-                fence = None
-        if not line.strip() and fence is None:
+    paras: list[str] = []
+    current: list[str] = []
+    for line, in_code in iter_fenced(body.splitlines()):
+        if not line.strip() and not in_code:
             if current:
                 paras.append("\n".join(current))
                 current = []

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ..chunking import iter_fenced
 from ..config import SourceConfig
 from ..notes import Note, NoteStub
 from .base import SourceError
@@ -151,7 +152,6 @@ def minimal_tags(titles: list[str]) -> list[str]:
     return sorted(dict.fromkeys(out), key=str.lower)
 
 
-_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _ATTACHMENT = re.compile(r"\[(?:image|file|assets?):[^\]\n]+\]")  # Bear 1 attachment markers
 _COMMENT = re.compile(r"<!--.*?-->", re.S)  # Bear 2 keeps image sizes in HTML comments
 _IMAGE = re.compile(r"!\[([^\]\n]*)\]\([^)\n]*\)")
@@ -170,18 +170,8 @@ def bear_body(text: str, title: str, tags: list[str]) -> str:
     text = _ATTACHMENT.sub("", text)
     tag_rx = _tag_regex(tags)
     out: list[str] = []
-    fence: str | None = None
-    for line in text.split("\n"):
-        m = _FENCE.match(line)
-        if m:
-            marker = m.group(1)
-            if fence is None:
-                fence = marker[0] * len(marker)
-            elif marker.startswith(fence):
-                fence = None
-            out.append(line)
-            continue
-        if fence or tag_rx is None or "#" not in line:
+    for line, in_code in iter_fenced(text.split("\n")):
+        if in_code or tag_rx is None or "#" not in line:
             out.append(line)
             continue
         if line.strip() and not tag_rx.sub("", line).strip():
