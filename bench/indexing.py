@@ -262,7 +262,7 @@ def edit_part(args) -> dict:
                 synced = time.perf_counter()
                 hits = engine.search(word, limit=5).hits
                 found = time.perf_counter()
-                if not hits or not hits[0].path or Path(hits[0].path) != path:
+                if path not in {Path(h.path) for h in hits if h.path}:
                     raise RuntimeError(f"the edited note {path} was not found for {word!r}")
                 syncs.append((synced - start) * 1000)
                 times.append((found - start) * 1000)

@@ -14,6 +14,7 @@ from conftest import subprocess_env
 from notewell import evaluate
 from notewell.chunking import ChunkSettings
 from notewell.evaluate import EvalQuery, mrr_at, ndcg_at, recall_at
+from notewell.query import parse
 from notewell.search import Searcher
 
 # -- metrics -------------------------------------------------------------------------------
@@ -163,10 +164,10 @@ def test_keyword_baseline_ranks_by_how_many_words_a_note_contains(engine):
 
 def test_methods_rank_notes_and_filters_apply_to_the_baseline_too(engine):
     searcher = Searcher(engine.index, engine.embedder)
-    q = evaluate.parse("#recipes bananas")
+    q = parse("#recipes bananas")
     for method in evaluate.METHODS:
         assert evaluate.rank(searcher, method, q) == ["notes:kitchen/banana-bread.md"]
-    assert evaluate.rank(searcher, "keyword", evaluate.parse("#nosuch bananas")) == []
+    assert evaluate.rank(searcher, "keyword", parse("#nosuch bananas")) == []
     with pytest.raises(evaluate.EvalError):
         evaluate.rank(searcher, "bogus", q)
 

@@ -159,3 +159,20 @@ def test_small_and_in_memory_indexes_keep_the_exact_path(tmp_path):
     small.warm_vectors(wait=True)  # under VECTOR_CACHE_MIN: no copy, no thread
     assert small._vcache is None and len(small.knn(clustered(1)[0], 5)) == 5
     small.close()
+
+
+def test_a_bulk_sync_is_caught_up_in_place(index):
+    from notewell.index import VECTOR_PULL_INLINE
+
+    index.add_embeddings(hashes(0, 300), clustered(300))
+    index.warm_vectors(wait=True)
+    cache = index._vcache
+    index.add_embeddings(hashes(5000, VECTOR_PULL_INLINE + 100), clustered(
+        VECTOR_PULL_INLINE + 100, seed=11))
+    probe = unit(np.random.default_rng(12).standard_normal(DIM))
+    index.add_embeddings(hashes(9000, 1), probe[None, :])
+    new_id = index.db.execute("SELECT max(id) FROM embeddings").fetchone()[0]
+    assert len(index.knn(probe, 5)) == 5  # answered at once, while the rest loads
+    index.warm_vectors(wait=True)
+    assert index.knn(probe, 1)[0][0] == new_id
+    assert index._vcache is cache and cache.n == 300 + VECTOR_PULL_INLINE + 101

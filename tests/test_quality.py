@@ -13,6 +13,7 @@ from notewell import evaluate
 from notewell.chunking import ChunkSettings
 from notewell.demo import demo_notes_dir
 from notewell.index import BuildSettings, Index
+from notewell.query import parse
 from notewell.search import Searcher
 from notewell.sync import Syncer
 
@@ -134,6 +135,62 @@ def test_similar_lists_related_notes_without_the_note_itself(demo):
     ssh = [h.note_id for h in demo.similar("demo:howto/ssh-keys.md", limit=3)]
     assert ssh[0] == "demo:imported/ssh-keys (1).md"
     assert demo.similar("demo:nope") == []
+
+
+# -- ranking mechanics (fake embedder, fast) ------------------------------------------------------
+
+
+@pytest.fixture
+def engine(notes_config, fake_embedder, home):
+    from notewell.engine import Engine
+
+    e = Engine(notes_config, embedder=fake_embedder)
+    e.sync()
+    yield e
+    e.close()
+
+
+def test_the_word_being_typed_is_completed_from_the_keyword_hits(engine):
+    s = engine.searcher
+
+    def dense_text(raw: str) -> str:
+        q = parse(raw)
+        return s.dense_text(q, [c for c, _ in s._bm25(q, None)])
+
+    assert dense_text("delete remote bra") == "delete remote branch"
+    assert dense_text("postgres vac") == "postgres vacuum"
+    assert dense_text("postgres vacuum ") == "postgres vacuum"  # finished: as typed
+    assert dense_text("ripe banana") == "ripe banana"  # already a word in the hits
+    assert dense_text("lisbon zq") == "lisbon"  # no completion, too short to embed
+    assert dense_text("zzzz qqqq") == "zzzz qqqq"
+
+
+def test_coverage_is_the_share_of_the_querys_idf_mass_a_chunk_matches(engine):
+    s = engine.searcher
+    q = parse("bananas tram ")
+    chunks = [c for c, _ in s._bm25(q, None)]
+    cover, mass = s.coverage(q, chunks)
+    assert mass > 0 and len(cover) == 2
+    assert all(0.3 < v < 0.7 for v in cover.values())  # each note holds one of two words
+    q = parse("ripe bananas bake ")
+    cover, _ = s.coverage(q, [c for c, _ in s._bm25(q, None)])
+    assert max(cover.values()) == pytest.approx(1.0)
+
+
+def test_vectors_added_by_a_later_sync_are_found(engine, notes_dir):
+    s = engine.searcher
+    s.search("warm the vector copy")
+    (notes_dir / "db" / "redis.md").write_text("# Redis eviction\n\nSet maxmemory-policy "
+                                               "to allkeys-lru for a cache.\n")
+    engine.sync()
+    s = engine.searcher
+    rows = s.index.db.execute(
+        "SELECT c.embedding, e.hash, v.embedding FROM chunks c JOIN notes n ON n.id = c.note "
+        "JOIN embeddings e ON e.id = c.embedding JOIN vectors v ON v.rowid = c.embedding "
+        "WHERE n.note_id = 'notes:db/redis.md'").fetchall()
+    got = s._vectors_by_hash([(r[0], r[1]) for r in rows])
+    assert got and all(got[r[1]].tobytes() == r[2] for r in rows)
+    assert s.search("maxmemory eviction").hits[0].note_id == "notes:db/redis.md"
 
 
 # -- SciFact (slow) ---------------------------------------------------------------------------

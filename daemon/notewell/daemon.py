@@ -31,6 +31,7 @@ import msgpack
 
 from . import __version__, alfred, paths, protocol, store
 from .config import Config
+from .embedding import release_memory
 from .engine import Engine
 from .index import IndexProblem
 from .query import MAX_QUERY_CHARS
@@ -234,6 +235,9 @@ class Daemon:
             self.sync_now.clear()
             if self.stop_event.is_set():
                 break
+            # Hand back what queries freed: glibc keeps it per thread (bench/memory.py:
+            # 125 MB of 570 at 100k chunks under load); about 4 ms, at most every poll.
+            release_memory()
             if self.watcher is None:
                 self._sync_once(None, since=time.time())
                 continue

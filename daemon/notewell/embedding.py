@@ -87,8 +87,11 @@ def verify_model_files(files: ModelFiles) -> None:
             )
 
 
-# Chosen by measurement on a 2-core Xeon (bench/indexing.py; see README, Performance).
-BATCH_SIZE = 16
+# Chosen by measurement on a 2-core Xeon (bench/indexing.py; see README, Performance):
+# small batches are faster, not slower (attention tensors of a big batch of long chunks
+# fall out of cache): 29-30 chunks/s at 1-2 texts per run, 17-21 at 16, 15-17 at 32, and
+# peak memory 276 MB instead of 650 MB at 16.
+BATCH_SIZE = 2
 SPIN = False
 
 

@@ -362,12 +362,18 @@ def run_folder_golden(golden: str, notes_dir: str, embedder: Embedder,
                       name: str = "notes", progress: bool = False
                       ) -> dict[str, dict[str, dict[str, float]]]:
     """A golden set over a Markdown folder, indexed into a reused throw-away index."""
-    key = f"{name}-" + hashlib.sha256(os.path.abspath(notes_dir).encode()).hexdigest()[:16]
-    index = eval_index(folder_source(notes_dir, name), embedder, key, progress=progress)
+    index = folder_index(notes_dir, embedder, name, progress)
     try:
         return run_golden(golden, index, embedder, methods, ranking)
     finally:
         index.close()
+
+
+def folder_index(notes_dir: str, embedder: Embedder, name: str = "notes",
+                 progress: bool = False) -> Index:
+    """The reused throw-away index of a Markdown folder (``private/**`` excluded)."""
+    key = f"{name}-" + hashlib.sha256(os.path.abspath(notes_dir).encode()).hexdigest()[:16]
+    return eval_index(folder_source(notes_dir, name), embedder, key, progress=progress)
 
 
 def run_demo(embedder: Embedder, methods: Sequence[str] = METHODS,
