@@ -87,3 +87,4 @@ def test_snippet_is_the_matching_sentence_not_the_start():
     assert snippet(text, ("vacuum",), False).startswith("The vacuum runs nightly")
     assert snippet(text, ("zzz",), False).startswith("Intro sentence")
     assert snippet("## Heading\nBody text.", (), False) == "Body text."
+    assert snippet("#recipes #home/garden\nBody text.", (), False) == "Body text."

@@ -34,6 +34,7 @@ _VECTORS_CACHED = 50_000  # 75 MB of MiniLM vectors; beyond that, only the recen
 _LAST_WORD = re.compile(r"\w+\W*$")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _HEADING_LINE = re.compile(r"^#{1,6}\s")
+_TAGS_ONLY_LINE = re.compile(r"^\s*(?:#[\w][\w/\-]*\s*)+$")  # shown as tags, not as text
 _MD_NOISE = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s*|```\w*|~~~\w*)")
 
 
@@ -501,9 +502,9 @@ def _like_prefix(tag: str) -> str:
 
 def clean_passage(text: str) -> str:
     """The passage as a reader wants it copied: heading lines (already in the heading
-    path) and Markdown list/quote/fence markers dropped."""
+    path), lines of nothing but tags, and Markdown list/quote/fence markers dropped."""
     lines = [_MD_NOISE.sub("", line).rstrip() for line in text.splitlines()
-             if not _HEADING_LINE.match(line)]
+             if not _HEADING_LINE.match(line) and not _TAGS_ONLY_LINE.match(line)]
     return "\n".join(line for line in lines if line.strip())
 
 
