@@ -33,8 +33,9 @@ from . import __version__, alfred, paths, protocol, store
 from .config import Config
 from .embedding import release_memory
 from .engine import Engine
-from .index import IndexProblem
+from .index import IndexProblem, connect
 from .query import MAX_QUERY_CHARS
+from .response_cache import ResponseCache
 from .watch import ChangeWatcher
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class Daemon:
         self._connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="notewell-worker")
         self._retired: list[tuple[float, Engine | object]] = []
+        self._responses = ResponseCache(connect)
         # Rounds of the background sync: `sync --wait` waits for one that starts after it
         # asked, so the index has one writer and the request holds no worker meanwhile.
         self._rounds = threading.Condition()
@@ -527,20 +529,30 @@ class Daemon:
             raise RequestError("bad_args", "format must be json or alfred")
         query = query[:MAX_QUERY_CHARS]
         limit = max(1, min(limit, MAX_LIMIT))
-        result = self._ready_engine().search(query, limit=limit, mode=mode)
-        if self.config.debug_log:  # queries are private: logged only when asked for
-            log.info("search %r (%s): %d hits", query, mode, len(result.hits))
+        engine = self._ready_engine()
         lag = self.lag()
         rebuilding = self.rebuilding()
+        # A repeated query on an unchanged index gets its prepared answer (response_cache).
+        key = (query, limit, mode, fmt, repr(lag), repr(rebuilding))
+        version = self._responses.version(engine.index.path)
+        cached = self._responses.get(key, version) if version else None
+        if cached is not None:
+            return cached
+        result = engine.search(query, limit=limit, mode=mode)
+        if self.config.debug_log:  # queries are private: logged only when asked for
+            log.info("search %r (%s): %d hits", query, mode, len(result.hits))
         if fmt == "alfred":
-            return {"alfred": alfred.results_feedback(result.hits, result.notices, query, lag,
-                                                      rebuilding=rebuilding)}
-        out = result.to_dict()
-        if rebuilding:
-            out["rebuilding"] = rebuilding
-        if lag:
-            out["behind"] = {"minutes": lag["minutes"], "sources": lag["sources"],
-                             "error": list(lag["error"]) if lag["error"] else None}
+            out = {"alfred": alfred.results_feedback(result.hits, result.notices, query, lag,
+                                                     rebuilding=rebuilding)}
+        else:
+            out = result.to_dict()
+            if rebuilding:
+                out["rebuilding"] = rebuilding
+            if lag:
+                out["behind"] = {"minutes": lag["minutes"], "sources": lag["sources"],
+                                 "error": list(lag["error"]) if lag["error"] else None}
+        if version:
+            self._responses.put(key, version, out)
         return out
 
     def op_similar(self, req: dict) -> dict:
