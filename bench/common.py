@@ -480,6 +480,14 @@ def write_json(path: str | None, result: dict) -> None:
         Path(path).write_text(json.dumps(result, indent=2))
 
 
+def finish(path: str | None, result: dict) -> dict:
+    """Every benchmark's last words: the load it ran under, and its figures as JSON."""
+    print()
+    print(load_note())
+    write_json(path, result)
+    return result
+
+
 # -- a daemon in a subprocess ------------------------------------------------------------------
 
 

@@ -342,10 +342,7 @@ def main(argv: list[str] | None = None) -> dict:
         res["full_sync"] = full_sync_part(args)
     if not args.skip_edit:
         res["edit"] = edit_part(args)
-    print()
-    print(common.load_note())
-    common.write_json(args.json, res)
-    return res
+    return common.finish(args.json, res)
 
 
 if __name__ == "__main__":

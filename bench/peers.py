@@ -197,10 +197,7 @@ def main(argv: list[str] | None = None) -> dict:
         size = size.strip()
         out["sizes"].append(measure(size if size in common.SIZES else int(size), args.vectors,
                                     args.queries, args.lance_index))
-    print()
-    print(common.load_note())
-    common.write_json(args.json, out)
-    return out
+    return common.finish(args.json, out)
 
 
 if __name__ == "__main__":

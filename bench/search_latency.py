@@ -132,10 +132,7 @@ def main(argv: list[str] | None = None) -> dict:
         results["sizes"].append(measure_size(size if size in common.SIZES else int(size),
                                              args.vectors, args.queries, args.passes,
                                              args.exact_runs))
-    print()
-    print(common.load_note())
-    common.write_json(args.json, results)
-    return results
+    return common.finish(args.json, results)
 
 
 if __name__ == "__main__":

@@ -68,6 +68,17 @@ def fake_embedder() -> FakeEmbedder:
     return FakeEmbedder()
 
 
+@pytest.fixture
+def engine(notes_config, fake_embedder, home):
+    """An in-process engine (fake embedder) over the small note folder, synced."""
+    from notewell.engine import Engine
+
+    e = Engine(notes_config, embedder=fake_embedder)
+    e.sync()
+    yield e
+    e.close()
+
+
 @pytest.fixture(scope="session")
 def real_embedder():
     from notewell.embedding import OnnxEmbedder

@@ -142,16 +142,6 @@ def test_a_chunker_change_rebuilds_the_eval_index_without_re_embedding(home, tmp
 # -- rankers -----------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def engine(notes_config, fake_embedder, home):
-    from notewell.engine import Engine
-
-    e = Engine(notes_config, embedder=fake_embedder)
-    e.sync()
-    yield e
-    e.close()
-
-
 def test_keyword_baseline_ranks_by_how_many_words_a_note_contains(engine):
     index = engine.index
     ranked = evaluate.keyword_ranking(index, ["bake", "bananas", "remote"])

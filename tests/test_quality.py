@@ -140,16 +140,6 @@ def test_similar_lists_related_notes_without_the_note_itself(demo):
 # -- ranking mechanics (fake embedder, fast) ------------------------------------------------------
 
 
-@pytest.fixture
-def engine(notes_config, fake_embedder, home):
-    from notewell.engine import Engine
-
-    e = Engine(notes_config, embedder=fake_embedder)
-    e.sync()
-    yield e
-    e.close()
-
-
 def test_the_word_being_typed_is_completed_from_the_keyword_hits(engine):
     s = engine.searcher
 

@@ -3,16 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from notewell.engine import Engine
 from notewell.search import snippet
-
-
-@pytest.fixture
-def engine(notes_config, fake_embedder, home):
-    e = Engine(notes_config, embedder=fake_embedder)
-    e.sync()
-    yield e
-    e.close()
 
 
 def ids(result):
