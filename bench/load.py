@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "daemon"))
 
 from notewell import client, config, protocol  # noqa: E402
+from notewell.demo import stop_daemon  # noqa: E402
 
 STABLE_PREFIX, CHURN_PREFIX = "s", "c"
 WORDS = (
@@ -193,11 +194,7 @@ def run_load(home: Path, notes_dir: Path, *, seconds: float = 10.0, clients: int
             t.join(timeout=120)
         result.rss_after_kb = rss_kb(proc.pid)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_daemon(proc, timeout=20)
         log.close()
     result.index_problems = _index_problems(home, real)
     return result

@@ -51,6 +51,16 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
+def user_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh $HOME (no XDG overrides), for code that looks in the user's folders."""
+    h = tmp_path / "user"
+    h.mkdir()
+    monkeypatch.setenv("HOME", str(h))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    return h
+
+
+@pytest.fixture
 def notes_dir(tmp_path: Path) -> Path:
     return write_notes(tmp_path / "notes")
 

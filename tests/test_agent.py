@@ -29,15 +29,6 @@ LAUNCHCTL_PRINT = """gui/501/com.notewell.daemon = {
 """
 
 
-@pytest.fixture
-def user_home(tmp_path: Path, monkeypatch) -> Path:
-    h = tmp_path / "user"
-    h.mkdir()
-    monkeypatch.setenv("HOME", str(h))
-    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
-    return h
-
-
 def test_program_is_this_installations_notewell_serve():
     prog = agent.program()
     assert os.path.isabs(prog[0]) and os.path.exists(prog[0])

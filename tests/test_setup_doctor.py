@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from conftest import subprocess_env
 from launcher_helpers import install_stand_ins
 from notewell import config, doctor, paths, setup
@@ -18,15 +17,6 @@ from notewell.index import BuildSettings, Index
 
 BEAR_DB = ("Library/Group Containers/9K33E3U3T4.net.shinyfrog.bear/Application Data/"
            "database.sqlite")
-
-
-@pytest.fixture
-def user_home(tmp_path: Path, monkeypatch) -> Path:
-    h = tmp_path / "user"
-    h.mkdir()
-    monkeypatch.setenv("HOME", str(h))
-    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
-    return h
 
 
 def make_vault(root: Path, notes: dict[str, str]) -> Path:

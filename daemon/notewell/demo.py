@@ -110,10 +110,11 @@ def wait_ready(timeout: float) -> bool:
     return False
 
 
-def stop_daemon(proc: subprocess.Popen) -> None:
+def stop_daemon(proc: subprocess.Popen, timeout: float = 10) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``timeout`` seconds."""
     proc.terminate()
     try:
-        proc.wait(timeout=10)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
