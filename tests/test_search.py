@@ -79,3 +79,19 @@ def test_snippet_is_the_matching_sentence_not_the_start():
     assert snippet(text, ("zzz",), False).startswith("Intro sentence")
     assert snippet("## Heading\nBody text.", (), False) == "Body text."
     assert snippet("#recipes #home/garden\nBody text.", (), False) == "Body text."
+
+
+def test_note_signature_cache_follows_index_changes(engine, notes_dir):
+    import numpy as np
+
+    def signature() -> np.ndarray:
+        rowid = engine.index.db.execute(
+            "SELECT id FROM notes WHERE note_id = 'notes:travel/lisbon.md'").fetchone()[0]
+        return engine.searcher._signatures([rowid])[rowid]
+
+    before = signature()
+    assert np.array_equal(before, signature())  # served from the cache
+    (notes_dir / "travel" / "lisbon.md").write_text(
+        "# Lisbon weekend\n\nBanana bread: flour, sugar, butter, one hour in the oven.\n")
+    engine.sync()
+    assert not np.allclose(before, signature())

@@ -30,6 +30,7 @@ from .notes import Hit
 from .query import Query, fts_match, fts_terms, parse
 
 _POSTINGS_CACHED = 64
+_SIGNATURES_CACHED = 2_000  # notes per worker thread: 3 MB of mean vectors
 _VECTORS_CACHED = 50_000  # 75 MB of MiniLM vectors; beyond that, only the recently used
 _LAST_WORD = re.compile(r"\w+\W*$")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -297,13 +298,8 @@ class Searcher:
         through its own connection) for the last few phrases, since typing repeats them,
         until that connection sees the index change."""
         db = self.index.db
-        generation = (id(db), db.execute("PRAGMA data_version").fetchone()[0],
-                      db.total_changes())
-        cache: OrderedDict | None = getattr(self._local, "postings", None)
-        if cache is None or self._local.generation != generation:
-            cache = self._local.postings = OrderedDict()
-            self._local.generation = generation
-            self._local.chunks = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        local = self._thread_caches()
+        cache = local.postings
         found = cache.get(term)
         if found is None:
             # A sorted int64 array: 8 bytes an id where a frozenset took ~60, which at
@@ -311,13 +307,29 @@ class Searcher:
             rows = np.sort(np.fromiter((r[0] for r in db.execute(
                 "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (term,))),
                 dtype=np.int64))
-            n, df = self._local.chunks, len(rows)
+            n, df = local.chunks, len(rows)
             found = cache[term] = (rows, math.log(1.0 + (n - df + 0.5) / (df + 0.5)))
             while len(cache) > _POSTINGS_CACHED:
                 cache.popitem(last=False)
         else:
             cache.move_to_end(term)
         return found
+
+    def _thread_caches(self) -> threading.local:
+        """This thread's caches of what typing asks for again and again (posting lists,
+        note signatures), emptied when its connection sees the index change. Per thread,
+        because each thread reads through its own connection and ``data_version`` counts
+        per connection."""
+        db = self.index.db
+        generation = (id(db), db.execute("PRAGMA data_version").fetchone()[0],
+                      db.total_changes())
+        local = self._local
+        if getattr(local, "generation", None) != generation:
+            local.generation = generation
+            local.postings = OrderedDict()
+            local.signatures = OrderedDict()
+            local.chunks = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        return local
 
     def _fuse(self, q: Query, vector: np.ndarray | None, dense: list[tuple[int, float]],
               lexical: list[tuple[int, float]]) -> tuple[dict[int, float], dict[int, dict]]:
@@ -434,17 +446,24 @@ class Searcher:
         """Each note's mean passage vector, unit length: what near-duplicates share."""
         if not notes:
             return {}
-        rows = self.index.db.execute(
-            "SELECT c.note, c.embedding, e.hash FROM chunks c JOIN embeddings e "
-            "ON e.id = c.embedding WHERE c.note IN (SELECT value FROM json_each(?))",
-            (json.dumps(notes),)).fetchall()
-        vectors = self._vectors_by_hash([(r[1], r[2]) for r in rows])
-        sums: dict[int, np.ndarray] = {}
-        for note, _, h in rows:
-            vec = vectors.get(h)
-            if vec is not None:
-                sums[note] = sums[note] + vec if note in sums else vec.copy()
-        return {n: v / max(float(np.linalg.norm(v)), 1e-12) for n, v in sums.items()}
+        cache = self._thread_caches().signatures
+        missing = [n for n in notes if n not in cache]
+        if missing:
+            rows = self.index.db.execute(
+                "SELECT c.note, c.embedding, e.hash FROM chunks c JOIN embeddings e "
+                "ON e.id = c.embedding WHERE c.note IN (SELECT value FROM json_each(?))",
+                (json.dumps(missing),)).fetchall()
+            vectors = self._vectors_by_hash([(r[1], r[2]) for r in rows])
+            sums: dict[int, np.ndarray] = {}
+            for note, _, h in rows:
+                vec = vectors.get(h)
+                if vec is not None:
+                    sums[note] = sums[note] + vec if note in sums else vec.copy()
+            for n, v in sums.items():
+                cache[n] = v / max(float(np.linalg.norm(v)), 1e-12)
+            while len(cache) > _SIGNATURES_CACHED:
+                cache.popitem(last=False)
+        return {n: cache[n] for n in notes if n in cache}
 
     def _vectors_by_hash(self, wanted: list[tuple[int, str]]) -> dict[str, np.ndarray]:
         """Stored vectors for (embedding id, text hash) pairs, from an in-memory copy.
