@@ -84,14 +84,13 @@ def test_snippet_is_the_matching_sentence_not_the_start():
 def test_note_signature_cache_follows_index_changes(engine, notes_dir):
     import numpy as np
 
-    def signature() -> np.ndarray:
-        rowid = engine.index.db.execute(
-            "SELECT id FROM notes WHERE note_id = 'notes:travel/lisbon.md'").fetchone()[0]
-        return engine.searcher._signatures([rowid])[rowid]
-
-    before = signature()
-    assert np.array_equal(before, signature())  # served from the cache
-    (notes_dir / "travel" / "lisbon.md").write_text(
-        "# Lisbon weekend\n\nBanana bread: flour, sugar, butter, one hour in the oven.\n")
+    db = engine.index.db
+    # The newest note: replacing it reuses its rowid, so only invalidation can help.
+    rowid, note_id = db.execute("SELECT id, note_id FROM notes ORDER BY id DESC").fetchone()
+    path = notes_dir / note_id.split(":", 1)[1]
+    before = engine.searcher._signatures([rowid])[rowid]
+    assert np.array_equal(before, engine.searcher._signatures([rowid])[rowid])
+    path.write_text("# Changed\n\nKayak trips on the fjord at dawn, paddles and dry bags.\n")
     engine.sync()
-    assert not np.allclose(before, signature())
+    assert db.execute("SELECT id FROM notes WHERE note_id = ?", (note_id,)).fetchone()[0] == rowid
+    assert not np.allclose(before, engine.searcher._signatures([rowid])[rowid])
