@@ -38,6 +38,11 @@ sys.path.insert(0, str(REPO / "daemon"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 SIZES = {"1k": 1_000, "5k": 5_000, "10k": 10_000, "100k": 100_000, "1m": 1_000_000}
+
+
+def parse_sizes(spec: str) -> list[str | int]:
+    """``--sizes 10k,100k,2500``: named corpora stay names, anything else is a count."""
+    return [s if s in SIZES else int(s) for s in (p.strip() for p in spec.split(","))]
 REAL_LIMIT = 10_000  # chunks of real text available; larger sizes are synthetic copies
 COPY_MARK = re.compile(r" ⁂\d+")
 COPY_NOISE = 0.025  # per dimension: cosine(copy, original) ≈ 1 / sqrt(1 + 384 * 0.025²) ≈ 0.9

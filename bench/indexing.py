@@ -118,7 +118,8 @@ def run_worker(cfg: dict) -> dict:
 
 
 def variants_part(args, texts_file: str, reference: str | None) -> list[dict]:
-    from model_variants import VARIANTS, sha256, variant_path
+    from model_variants import VARIANTS, variant_path
+    from notewell.embedding import sha256_file
 
     names = args.variants.split(",") if args.variants else list(VARIANTS)
     try:
@@ -137,7 +138,7 @@ def variants_part(args, texts_file: str, reference: str | None) -> list[dict]:
     for name, providers in configs:
         path = variant_path(name)
         row = {"variant": name + (" + Core ML" if providers else ""),
-               "file_mb": round(os.path.getsize(path) / 1e6, 1), "sha256": sha256(path)[:12]}
+               "file_mb": round(os.path.getsize(path) / 1e6, 1), "sha256": sha256_file(path)[:12]}
         row.update(run_worker({"texts": texts_file, "variant": name, "threads": args.cores,
                                "batch": BATCH_SIZE, "reference": reference,
                                "providers": providers}))

@@ -100,9 +100,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     info = common.print_machine("daemon resident memory")
     out = {"machine": info, "sizes": []}
-    for size in args.sizes.split(","):
-        size = size.strip()
-        out["sizes"].append(measure(size if size in common.SIZES else int(size),
+    for size in common.parse_sizes(args.sizes):
+        out["sizes"].append(measure(size,
                                     args.vectors, args.seconds))
     return common.finish(args.json, out)
 

@@ -22,7 +22,6 @@ be repeated and compared.
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 import numpy as np
@@ -35,14 +34,6 @@ def cache_dir() -> str:
         os.path.expanduser("~"), ".cache", "notewell-bench")
     os.makedirs(root, exist_ok=True)
     return root
-
-
-def sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def shipped_path() -> str:

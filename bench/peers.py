@@ -193,9 +193,8 @@ def main(argv: list[str] | None = None) -> dict:
     os.environ.setdefault("RUST_LOG", "error")  # LanceDB's deprecation chatter
     info = common.print_machine("peers: k-NN (k=10) query latency on the same vectors")
     out = {"machine": info, "sizes": []}
-    for size in args.sizes.split(","):
-        size = size.strip()
-        out["sizes"].append(measure(size if size in common.SIZES else int(size), args.vectors,
+    for size in common.parse_sizes(args.sizes):
+        out["sizes"].append(measure(size, args.vectors,
                                     args.queries, args.lance_index))
     return common.finish(args.json, out)
 

@@ -127,9 +127,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     info = common.print_machine("search latency inside the daemon")
     results = {"machine": info, "sizes": []}
-    for size in args.sizes.split(","):
-        size = size.strip()
-        results["sizes"].append(measure_size(size if size in common.SIZES else int(size),
+    for size in common.parse_sizes(args.sizes):
+        results["sizes"].append(measure_size(size,
                                              args.vectors, args.queries, args.passes,
                                              args.exact_runs))
     return common.finish(args.json, results)
