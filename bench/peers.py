@@ -61,12 +61,10 @@ def notewell_rows(corpus, qvecs: np.ndarray) -> list[dict]:
         build = time.perf_counter() - start
         lat, res = _time(lambda v: [i for i, _ in index.knn(v, K)], qvecs)
         copy = index._vcache
-        kind = ("exact sqlite-vec (index under the copy threshold)" if copy is None else
-                "in-memory " + ("int8+bits" if copy.quantized else "float32"))
+        kind = "in-memory " + ("int8+bits" if copy.quantized else "float32")
         rows.append({"store": f"notewell ({kind})", "latency": lat, "results": res,
                      "build_s": build})
-        index.vector_cache_min = 1 << 62
-        index._vcache = None
+        index.use_vector_copy = False
         lat, res = _time(lambda v: [i for i, _ in index.knn(v, K)], qvecs)
         rows.append({"store": "notewell, exact sqlite-vec scan", "latency": lat,
                      "results": res, "build_s": 0.0})

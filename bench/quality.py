@@ -7,7 +7,7 @@ The same evaluation (``notewell.evaluate``: nDCG@10, Recall@5/10, MRR@10 for the
 pipeline and dense only) runs with k-NN answered by
 - ``sqlite-vec``: the exact scan in SQLite (notewell without the in-memory copy);
 - ``copy``: what the daemon does by default (the in-memory copy: exact float32 up to 20,000
-  vectors, quantized beyond; below 5,000 vectors the exact scan);
+  vectors, quantized beyond);
 - ``quantized``: the quantized copy (sign bits + int8) forced at every size, to show what
   it would cost in quality where the default keeps exact search.
 SciFact's index is built on first use under ``$NOTEWELL_BENCH_CACHE/eval-home`` (about
@@ -28,23 +28,22 @@ def run(mode: str, beir: str | None) -> dict:
     from notewell import evaluate, index, vector_cache
     from notewell.embedding import OnnxEmbedder
 
-    original_min = index.VECTOR_CACHE_MIN
     original_method = index.Index._vector_cache
     original_limit = vector_cache.VectorCache.__init__.__kwdefaults__["exact_limit"]
 
-    def eager(self):  # load the copy before the first query, as a warm daemon has it
+    def chosen(self):
+        if mode == "sqlite-vec":
+            return None
         cache = original_method(self)
-        if cache is None and mode != "sqlite-vec":
+        if cache is None:  # load the copy before the first query, as a warm daemon has it
             self.warm_vectors(wait=True)
             cache = original_method(self)
         return cache
 
     try:
-        index.VECTOR_CACHE_MIN = 1 << 62 if mode == "sqlite-vec" else (
-            0 if mode == "quantized" else original_min)
         vector_cache.VectorCache.__init__.__kwdefaults__["exact_limit"] = (
             0 if mode == "quantized" else original_limit)
-        index.Index._vector_cache = eager
+        index.Index._vector_cache = chosen
         embedder = OnnxEmbedder()
         methods = ["notewell", "dense"]
         out = {"demo": evaluate.to_json(evaluate.run_demo(embedder, methods))}
@@ -53,7 +52,6 @@ def run(mode: str, beir: str | None) -> dict:
                                                                 methods, progress=True))
         return out
     finally:
-        index.VECTOR_CACHE_MIN = original_min
         vector_cache.VectorCache.__init__.__kwdefaults__["exact_limit"] = original_limit
         index.Index._vector_cache = original_method
 

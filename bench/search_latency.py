@@ -80,13 +80,11 @@ def measure_size(size: str, vectors: str, n_queries: int, passes: int,
         res["bm25"] = common.pct([t for m in matches for t in common.timed(
             lambda m=m: index.bm25(m, 80), 1, warmup=0)])
         # Exact sqlite-vec k-NN, the path used without the in-memory copy.
-        exact_min = index.vector_cache_min
-        index.vector_cache_min = 1 << 62
-        index._vcache = None
+        index.use_vector_copy = False
         res["knn80_sqlite_vec"] = common.pct([t for v in qvecs[:exact_runs] for t in
                                               common.timed(lambda v=v: index.knn(v, 80), 1,
                                                            warmup=0)])
-        index.vector_cache_min = exact_min
+        index.use_vector_copy = True
         index.warm_vectors(wait=True)
         ids, allv = common.all_vectors(corpus.index_path())
         r10, r80 = [], []

@@ -168,4 +168,28 @@ def run_client(home: Path, *args: str, timeout: float = 10) -> subprocess.Comple
                           env=subprocess_env(home), timeout=timeout, check=False)
 
 
+def modules_loaded_by_client(home: Path, *args: str) -> set[str]:
+    """The modules one run of the client script adds to a bare ``python -IS``."""
+    # exec, not runpy: runpy itself imports typing and re when it runs a path; and the
+    # script's final ``posix._exit`` becomes a SystemExit so the probe can report.
+    probe = (
+        "import sys, posix\n"
+        "def _exit(code):\n"
+        "    raise SystemExit(code)\n"
+        "posix._exit = _exit\n"
+        "before = set(sys.modules)\n"
+        f"sys.argv = [{str(CLIENT)!r}, *{list(args)!r}]\n"
+        f"code = compile(open({str(CLIENT)!r}).read(), {str(CLIENT)!r}, 'exec')\n"
+        "try:\n"
+        f"    exec(code, {{'__name__': '__main__', '__file__': {str(CLIENT)!r}}})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "sys.stderr.write(' '.join(sorted(set(sys.modules) - before)))\n"
+    )
+    out = subprocess.run([sys.executable, "-IS", "-c", probe], capture_output=True,
+                         env={"NOTEWELL_HOME": str(home), "PATH": "/usr/bin:/bin"},
+                         timeout=10, check=True)
+    return set(out.stderr.decode().split())
+
+
 __all__ = ["CLIENT", "REPO", "SHARED", "paths", "run_client", "start_daemon", "write_notes"]

@@ -226,8 +226,8 @@ def test_the_script_filter_command_runs_the_client_as_alfred_would(built: Path, 
     doc = json.loads(out.stdout)
     assert doc["items"][0]["title"] == "Postgres vacuum"
     assert doc["items"][0]["variables"]["query"] == "postgres vac"
-    # ... and recorded the query for the stale-Enter guard.
-    assert Path(paths.last_query_path()).read_text() == "postgres vac"
+    # ... and the daemon remembers it for the stale-Enter guard.
+    assert alfred_actions.latest_query() == "postgres vac"
 
 
 def test_action_script_runs_under_python_IS_with_the_bundled_bootstrap(built: Path,
@@ -329,7 +329,10 @@ def test_stale_guard_asks_the_real_daemon(daemon, home: Path):
     """The item was rendered for "banana"; the newest query is "postgres vacuum", whose
     top note is the Postgres one: the banana note must not open, the Postgres one may."""
     top = json.loads(run_client(home, "postgres vacuum").stdout)["items"][0]
-    assert Path(paths.last_query_path()).read_text() == "postgres vacuum"
+    assert alfred_actions.latest_query() == "postgres vacuum"
+    # The guard's own lookup (JSON format) does not count as a typed query.
+    assert alfred_actions.still_top_result(top["uid"], "postgres vacuum")
+    assert alfred_actions.latest_query() == "postgres vacuum"
     calls, run = record_runner()
     alfred_actions.handle(["open", "file:///banana.md"],
                           {"query": "banana", "note_id": "notes:kitchen/banana-bread.md"}, run)
@@ -345,11 +348,13 @@ def test_stale_guard_fails_safe_when_the_daemon_is_down(home: Path):
 
 
 def test_start_item_starts_the_daemon_and_shows_alfred_again(home: Path):
+    # The daemon-down item carries the query it was shown for ...
+    item = json.loads(run_client(home, "lisbon").stdout)["items"][0]
+    assert item["variables"] == {"action": "start", "query": "lisbon"}
+    # ... and its action starts the daemon and shows Alfred again on that query.
     calls, run = record_runner()
-    paths.ensure_private_dir(paths.runtime_dir())
-    Path(paths.last_query_path()).write_text("lisbon")
-    alfred_actions.handle(["open", "start-daemon"],
-                          {"action": "start", "NOTEWELL_PYTHON": "/venv/bin/python",
+    alfred_actions.handle(["open", item["arg"]],
+                          {**item["variables"], "NOTEWELL_PYTHON": "/venv/bin/python",
                            "NOTEWELL_PYTHONPATH": "/src"}, run)
     (start_cmd, kw), (show_cmd, _) = calls
     assert start_cmd == ["/venv/bin/python", "-m", "notewell", "agent", "start"]
@@ -365,15 +370,13 @@ def test_restart_item_stops_the_old_daemon_then_starts(daemon, home: Path):
     assert calls[0][0][-3:] == ["notewell", "agent", "start"]
 
 
-def test_client_records_the_query_only_where_the_daemon_lives(home: Path):
-    run_client(home, "no runtime dir yet")
-    assert not Path(paths.last_query_path()).exists()
-    paths.ensure_private_dir(paths.runtime_dir())
-    out = run_client(home, "café au lait")
-    assert json.loads(out.stdout)["items"]  # still the daemon-down item
-    recorded = Path(paths.last_query_path())
-    assert recorded.read_text() == "café au lait"
-    assert recorded.stat().st_mode & 0o777 == 0o600
+def test_stale_guard_proceeds_when_the_daemon_cannot_say(home: Path):
+    """Daemon down: no newest query is known, so an item acts as rendered."""
+    assert alfred_actions.latest_query() is None
+    calls, run = record_runner()
+    alfred_actions.handle(["open", "file:///n/a.md"], {"query": "a", "note_id": "notes:a.md"},
+                          run)
+    assert [c[0] for c in calls] == [["open", "file:///n/a.md"]]
 
 
 def test_cli_alfred_install_builds_and_says_what_to_do_off_macos(home: Path, tmp_path: Path):

@@ -6,25 +6,14 @@ import json
 import subprocess
 import sys
 
-from conftest import CLIENT, REPO, run_client
+from conftest import CLIENT, REPO, modules_loaded_by_client, run_client
 
 HEAVY = ("numpy", "onnxruntime", "tokenizers", "apsw", "sqlite_vec", "msgpack", "json",
          "socket", "notewell.search", "notewell.index", "notewell.embedding", "notewell.engine")
 
 
 def test_client_never_imports_the_model_runtime_or_heavy_modules(home):
-    probe = (
-        "import sys, runpy\n"
-        f"sys.argv = [{str(CLIENT)!r}, 'hello']\n"
-        "try:\n"
-        f"    runpy.run_path({str(CLIENT)!r}, run_name='__main__')\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        "sys.stderr.write(' '.join(sorted(sys.modules)))\n"
-    )
-    out = subprocess.run([sys.executable, "-IS", "-c", probe], capture_output=True,
-                         env={"NOTEWELL_HOME": str(home), "PATH": "/usr/bin:/bin"}, timeout=10)
-    loaded = set(out.stderr.decode().split())
+    loaded = modules_loaded_by_client(home, "hello")
     assert "notewell.client" in loaded
     assert not loaded & set(HEAVY), loaded & set(HEAVY)
 

@@ -101,7 +101,7 @@ def hashes(start: int, n: int) -> list[str]:
 @pytest.fixture
 def index(tmp_path):
     idx = Index(str(tmp_path / "index.db"), BuildSettings("fake", DIM, "c"))
-    idx.vector_cache_min = 0
+    idx.vector_load_inline = 0  # as a large index: the copy loads in the background
     yield idx
     idx.close()
 
@@ -148,17 +148,38 @@ def test_new_vectors_are_found_at_once_and_deleted_ones_never(index):
     assert index.knn(other, 3) == [(1, pytest.approx(0.0, abs=1e-6))]
 
 
-def test_small_and_in_memory_indexes_keep_the_exact_path(tmp_path):
-    mem = Index(":memory:", BuildSettings("fake", DIM, "c"))
-    mem.vector_cache_min = 0
-    mem.add_embeddings(hashes(0, 50), clustered(50))
-    mem.warm_vectors(wait=True)
-    assert mem._vcache is None and len(mem.knn(clustered(1)[0], 5)) == 5
-    small = Index(str(tmp_path / "small.db"), BuildSettings("fake", DIM, "c"))
-    small.add_embeddings(hashes(0, 50), clustered(50))
-    small.warm_vectors(wait=True)  # under VECTOR_CACHE_MIN: no copy, no thread
-    assert small._vcache is None and len(small.knn(clustered(1)[0], 5)) == 5
-    small.close()
+def test_small_and_in_memory_indexes_read_the_copy_on_first_use(tmp_path):
+    for path in (":memory:", str(tmp_path / "small.db")):
+        idx = Index(path, BuildSettings("fake", DIM, "c"))
+        idx.add_embeddings(hashes(0, 50), clustered(50))
+        q = clustered(1, seed=5)[0]
+        want = sqlite_vec_knn(idx, q, 5)
+        assert idx.knn(q, 5) == [(i, pytest.approx(d, abs=1e-5)) for i, d in want]
+        assert idx._vcache is not None and idx._vcache.n == 50  # no thread, no wait
+        idx.close()
+
+
+def test_vectors_by_id_match_the_stored_ones_in_both_layouts(index):
+    vecs = clustered(400, seed=9)
+    index.add_embeddings(hashes(0, 400), vecs)
+    ids = [r[0] for r in index.db.execute("SELECT rowid FROM vectors ORDER BY rowid")]
+    index.warm_vectors(wait=True)
+    got = index.vectors([ids[7], ids[300], 10**9])
+    assert set(got) == {ids[7], ids[300]}  # an unknown id is simply absent
+    assert np.array_equal(got[ids[300]], vecs[300].astype(np.float32))
+    quantized = VectorCache(DIM, exact_limit=0)
+    quantized.append(np.asarray(ids), vecs)
+    approx = quantized.vectors([ids[300]])[ids[300]]
+    assert float(approx @ vecs[300]) == pytest.approx(1.0, abs=2e-3)
+
+
+def test_vectors_by_id_when_rows_arrive_out_of_order():
+    cache = VectorCache(DIM)
+    vecs = clustered(3, seed=2)
+    cache.append(np.array([30, 10, 20]), vecs)
+    got = cache.vectors([10, 20, 30, 40])
+    assert sorted(got) == [10, 20, 30]
+    assert np.array_equal(got[10], vecs[1].astype(np.float32))
 
 
 def test_a_bulk_sync_is_caught_up_in_place(index):

@@ -175,11 +175,11 @@ def test_vectors_added_by_a_later_sync_are_found(engine, notes_dir):
     engine.sync()
     s = engine.searcher
     rows = s.index.db.execute(
-        "SELECT c.embedding, e.hash, v.embedding FROM chunks c JOIN notes n ON n.id = c.note "
-        "JOIN embeddings e ON e.id = c.embedding JOIN vectors v ON v.rowid = c.embedding "
+        "SELECT c.embedding, v.embedding FROM chunks c JOIN notes n ON n.id = c.note "
+        "JOIN vectors v ON v.rowid = c.embedding "
         "WHERE n.note_id = 'notes:db/redis.md'").fetchall()
-    got = s._vectors_by_hash([(r[0], r[1]) for r in rows])
-    assert got and all(got[r[1]].tobytes() == r[2] for r in rows)
+    got = s.index.vectors([r[0] for r in rows])
+    assert got and all(got[r[0]].tobytes() == r[1] for r in rows)
     assert s.search("maxmemory eviction").hits[0].note_id == "notes:db/redis.md"
 
 

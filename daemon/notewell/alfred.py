@@ -131,15 +131,19 @@ def behind_item(lag: dict) -> dict:
 
 
 def message_feedback(title: str, subtitle: str = "", *, arg: str | None = None,
-                     action: str | None = None, rerun: float | None = None) -> str:
-    """One message item as Alfred JSON, without importing ``json`` (client hot path)."""
+                     action: str | None = None, rerun: float | None = None,
+                     query: str | None = None) -> str:
+    """One message item as Alfred JSON, without importing ``json`` (the client's error
+    paths). ``query`` rides along in the item's variables for its action (the "start the
+    daemon" item shows Alfred again on it)."""
     parts = [f'"title":{_q(title)}', f'"subtitle":{_q(subtitle)}',
              f'"valid":{"true" if arg is not None else "false"}',
              '"icon":{"path":"icon.png"}']
     if arg is not None:
         parts.append(f'"arg":{_q(arg)}')
     if action:
-        parts.append(f'"variables":{{"action":{_q(action)}}}')
+        extra = f',"query":{_q(query)}' if query is not None else ""
+        parts.append(f'"variables":{{"action":{_q(action)}{extra}}}')
     head = '{"skipknowledge":true,'
     if rerun is not None:
         head += f'"rerun":{rerun},'

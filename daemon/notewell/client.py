@@ -2,16 +2,16 @@
 
 Runs once per keystroke, so it imports only what the interpreter has already loaded plus
 ``_socket`` (``socket`` pulls in ``enum`` and ``selectors``: several milliseconds) and
-notewell's import-free ``paths``, ``protocol`` and ``alfred`` message helpers. The daemon
-sends Alfred JSON ready to print. Any failure becomes one Alfred item that says what
-happened and what to do; never a traceback, never a blank list.
+notewell's import-free ``paths`` and ``protocol``; not even ``os`` (1.2 ms) or
+``__future__``. The daemon sends Alfred JSON ready to print, and remembers the query for
+the stale-Enter guard. Any failure becomes one Alfred item (``alfred.message_feedback``,
+imported only then) that says what happened and what to do; never a traceback, never a
+blank list.
 """
-
-from __future__ import annotations
 
 import sys
 
-from . import alfred, paths, protocol
+from . import paths, protocol
 
 TIMEOUT = 2.0
 START_HINT = "Run `notewell serve` in a terminal, or `notewell agent install` to start it at login"
@@ -57,57 +57,43 @@ def _connect(sock, path: str, timeout: float) -> None:
                 raise TimeoutError("the daemon's connection queue stayed full") from None
 
 
-def remember_query(query: str) -> None:
-    """Note the query this keystroke asks for, before asking: an Enter that reaches an
-    item rendered for an older query is then caught by the action (see
-    ``notewell.launcher.alfred_actions``). One small atomic file write; never fails."""
-    import os
-
-    try:
-        path = paths.last_query_path()
-        tmp = f"{path}.{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, query.encode("utf-8", "replace"))
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError:  # no runtime dir yet (daemon never started): nothing to guard
-        pass
-
-
 def alfred_output(query: str) -> str:
     query = query[:1000]
-    remember_query(query)
     try:
         reply = ask(protocol.request("search", query=query, format="alfred"))
     except (FileNotFoundError, ConnectionRefusedError):
-        return alfred.message_feedback(
+        return _message(
             "notewell is not running", "Press Enter to start it · " + START_HINT,
-            arg="start-daemon", action="start")
+            arg="start-daemon", action="start", query=query)
     except TimeoutError:
-        return alfred.message_feedback(
+        return _message(
             "notewell did not answer in time", "It may be busy indexing; try again",
             rerun=1.0)
     except (OSError, protocol.ProtocolError) as e:
-        return alfred.message_feedback("notewell could not be reached", f"{e} · {START_HINT}")
+        return _message("notewell could not be reached", f"{e} · {START_HINT}")
     if reply.get("ok"):
         result = reply.get("result") or {}
         out = result.get("alfred") if isinstance(result, dict) else None
         if isinstance(out, str):
             return out
-        return alfred.message_feedback("notewell sent an unexpected reply",
+        return _message("notewell sent an unexpected reply",
                                        "Restart the daemon: notewell agent restart")
     error = reply.get("error") or {}
     code, message = str(error.get("code", "")), str(error.get("message", ""))
     if code == "warming_up":
-        return alfred.message_feedback("notewell is starting…", "Loading the model and index",
+        return _message("notewell is starting…", "Loading the model and index",
                                        rerun=0.3)
     if code == "version_mismatch":
-        return alfred.message_feedback("notewell was updated: restart the daemon", message,
-                                       arg="restart-daemon", action="restart")
-    return alfred.message_feedback("notewell: " + (message or code or "unknown error"),
+        return _message("notewell was updated: restart the daemon", message,
+                                       arg="restart-daemon", action="restart", query=query)
+    return _message("notewell: " + (message or code or "unknown error"),
                                    "Run `notewell doctor` for a diagnosis")
+
+
+def _message(title: str, subtitle: str = "", **kw) -> str:
+    from . import alfred  # only here: the normal path prints the daemon's JSON as is
+
+    return alfred.message_feedback(title, subtitle, **kw)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,13 +111,13 @@ def main(argv: list[str] | None = None) -> int:
     # Bytes that are not UTF-8 arrive as surrogates; they must not break the request.
     query = _surrogate_safe(" ".join(words))
     if fmt != "alfred":
-        out = alfred.message_feedback(f"unknown format {fmt!r}", "use --format alfred")
+        out = _message(f"unknown format {fmt!r}", "use --format alfred")
         sys.stdout.buffer.write(out.encode("utf-8"))
         return 0
     try:
         out = alfred_output(query)
     except Exception as e:  # the launcher must always get valid JSON
-        out = alfred.message_feedback("notewell client error", f"{type(e).__name__}: {e}")
+        out = _message("notewell client error", f"{type(e).__name__}: {e}")
     sys.stdout.buffer.write(out.encode("utf-8"))
     sys.stdout.flush()
     return 0

@@ -48,7 +48,7 @@ MAX_LIMIT = 200
 STOP_BUDGET = 0.6  # seconds a SIGTERM waits for the sync and requests before exiting
 # Ops that touch no index: answered on the connection's thread, so a ping answers while
 # every worker is busy and `sync --wait` never holds a worker while it waits.
-INLINE_OPS = frozenset({"ping", "stop", "sync"})
+INLINE_OPS = frozenset({"ping", "stop", "sync", "latest_query"})
 BEHIND_AFTER = 60.0  # seconds of unapplied changes (or failing syncs) before results say so
 
 
@@ -90,6 +90,10 @@ class Daemon:
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="notewell-worker")
         self._retired: list[tuple[float, Engine | object]] = []
         self._responses = ResponseCache(connect)
+        # The newest query an Alfred client asked for: the stale-Enter guard compares an
+        # actioned item's query with it (``launcher.alfred_actions``). Kept here rather
+        # than written by the client, which would cost every keystroke a file write.
+        self.latest_alfred_query: str | None = None
         # Rounds of the background sync: `sync --wait` waits for one that starts after it
         # asked, so the index has one writer and the request holds no worker meanwhile.
         self._rounds = threading.Condition()
@@ -107,6 +111,7 @@ class Daemon:
             "similar": self.op_similar,
             "sync": self.op_sync,
             "stop": self.op_stop,
+            "latest_query": self.op_latest_query,
         }
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -212,8 +217,8 @@ class Daemon:
             self.state, self.problem = "error", f"{type(e).__name__}: {e}"
             log.exception("engine failed to start")
             return
-        # A large index's in-memory vector copy loads in the background now, so the first
-        # keystroke does not pay for it (index.Index.warm_vectors; no-op on small ones).
+        # The in-memory vector copy loads in the background now, so the first keystroke
+        # does not pay for it (index.Index.warm_vectors).
         with contextlib.suppress(Exception):
             self.engine.index.warm_vectors()
         # Baselines first, then one full sync: a change made during that sync is seen.
@@ -528,6 +533,8 @@ class Daemon:
         if fmt not in ("json", "alfred"):
             raise RequestError("bad_args", "format must be json or alfred")
         query = query[:MAX_QUERY_CHARS]
+        if fmt == "alfred":
+            self.latest_alfred_query = query
         limit = max(1, min(limit, MAX_LIMIT))
         engine = self._ready_engine()
         lag = self.lag()
@@ -554,6 +561,9 @@ class Daemon:
         if version:
             self._responses.put(key, version, out)
         return out
+
+    def op_latest_query(self, req: dict) -> dict:
+        return {"query": self.latest_alfred_query}
 
     def op_similar(self, req: dict) -> dict:
         note_id = _arg(req, "note_id", str, "")

@@ -18,7 +18,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import apsw
@@ -26,13 +26,18 @@ import numpy as np
 import sqlite_vec
 
 from .notes import Chunk, Note
+from .terms import Vocabulary, read_vocabulary
 from .vector_cache import VectorCache
 
 SCHEMA_VERSION = 1
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
-# Below this many vectors sqlite-vec's exact scan takes under a millisecond: no copy kept.
-# (It took 8 ms at 5,000 and 6-10 ms at 10,000; the copy answers those in 0.3-0.7 ms.)
-VECTOR_CACHE_MIN = 1000
+# Up to this many vectors the in-memory copy is read on the query's own thread (a few
+# milliseconds, once); beyond, in the background while sqlite-vec's exact scan answers
+# (8 ms at 5,000 vectors, 75 at 100,000; the copy answers in 0.3-2 ms).
+VECTOR_LOAD_INLINE = 2000
+# Up to this many chunks the vocabulary is re-read on the query's thread after a change
+# (about 3 ms per 1,000 chunks); beyond, in the background.
+VOCAB_LOAD_INLINE = 5_000
 # New vectors fetched on the query's own thread (an edit adds a few); more load behind it.
 VECTOR_PULL_INLINE = 256
 
@@ -131,12 +136,19 @@ class Index:
         self._local = threading.local()
         self._conns: list[apsw.Connection] = []
         self._conns_lock = threading.Lock()
-        # The in-memory copy of the vectors that k-NN uses once the index is large (see
-        # ``vector_cache``); loaded in the background on first use, never for ":memory:".
-        self.vector_cache_min = VECTOR_CACHE_MIN
+        # The in-memory copy of the vectors that k-NN and re-scoring read (see
+        # ``vector_cache``); ``use_vector_copy = False`` leaves every k-NN to sqlite-vec
+        # (benchmarks compare the two).
+        self.use_vector_copy = True
+        self.vector_load_inline = VECTOR_LOAD_INLINE
         self._vcache: VectorCache | None = None
         self._vcache_lock = threading.Lock()
         self._vcache_loading: threading.Thread | None = None
+        # The keyword side's vocabulary (``terms``), reloaded after this object changed the
+        # FTS rows: ``_fts_writes`` counts those changes.
+        self._fts_writes = 0
+        self._vocab: Vocabulary | None = None
+        self._vocab_loading: threading.Thread | None = None
         self._closed = False
         # Set by ``store.open_current`` when this file replaced a damaged one: the daemon
         # reports "rebuilding" until a first full sync has filled it again.
@@ -344,6 +356,7 @@ class Index:
             rowid = self.db.last_insert_rowid()
             for tag in {t.lower() for t in note.tags}:
                 self.db.execute("INSERT INTO note_tags(note, tag) VALUES (?, ?)", (rowid, tag))
+            self._fts_writes += 1
             tag_text = " ".join(note.tags)
             title_text = " ".join((note.title, *note.aliases))
             for chunk, url, h in chunks:
@@ -377,6 +390,7 @@ class Index:
                 self._delete_rows(row[0])
 
     def _delete_rows(self, rowid: int) -> None:
+        self._fts_writes += 1
         # Virtual tables see no foreign keys: clear the FTS rows by hand first.
         self.db.execute(
             "DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE note = ?)",
@@ -465,40 +479,44 @@ class Index:
 
     # -- the in-memory vector copy -----------------------------------------------------------
 
-    def _vector_state(self, db: apsw.Connection) -> tuple[str, int]:
-        row = db.execute(
-            "SELECT (SELECT value FROM meta WHERE key = 'vectors_epoch'), "
-            "(SELECT max(id) FROM embeddings)").fetchone()
-        return row[0] or "", row[1] or 0
-
     def _vector_cache(self) -> VectorCache | None:
         """The in-memory copy to answer from, or ``None`` for the exact scan in SQLite.
 
         Up to date after a few new vectors (an edit: fetched here, ~20 us each). After
         many (a bulk sync) it answers without the newest while they load in the
-        background; after a deletion (a new epoch) it is not used until reloaded."""
-        if self.path == ":memory:" or self._closed:
+        background; after a deletion (a new epoch) it is not used until reloaded. A small
+        index (or ":memory:", whose rows no other connection sees) is read here and now."""
+        if self._closed or not self.use_vector_copy:
             return None
-        epoch, max_id = self._vector_state(self.db)
+        epoch, max_id = _vector_state(self.db)
         cache = self._vcache
-        if cache is None and max_id < self.vector_cache_min:
-            return None
         if cache is not None and cache.epoch == epoch:
             if cache.max_id == max_id:
                 return cache
             if max_id - cache.max_id <= VECTOR_PULL_INLINE and self._pull(cache, self.db):
                 return cache
-            self.warm_vectors()
-            return cache
+        if self.path == ":memory:" or max_id <= self.vector_load_inline:
+            with self._vcache_lock:
+                self._vcache = _read_vectors(self.db, self.settings.dim)
+            return self._vcache
         self.warm_vectors()
-        return None
+        return cache if cache is not None and cache.epoch == epoch else None
+
+    def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """Stored vectors by embedding id: from the in-memory copy (exact, or decoded from
+        int8 within ~1e-3 when quantized), or from SQLite while the copy loads."""
+        cache = self._vector_cache()
+        if cache is not None:
+            return cache.vectors(ids)
+        rows = self.db.execute(
+            "SELECT rowid, embedding FROM vectors WHERE rowid IN "
+            "(SELECT value FROM json_each(?))", (json.dumps(list(ids)),))
+        return {r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows}
 
     def warm_vectors(self, wait: bool = False) -> None:
         """Load (or bring up to date) the in-memory vector copy in a background thread;
-        a daemon may call this at start so the first query does not pay for it."""
-        if self.path == ":memory:" or self._closed:
-            return
-        if self._vcache is None and self._vector_state(self.db)[1] < self.vector_cache_min:
+        a daemon calls this at start so the first query does not pay for it."""
+        if self.path == ":memory:" or self._closed or not self.use_vector_copy:
             return
         with self._vcache_lock:
             thread = self._vcache_loading
@@ -512,10 +530,10 @@ class Index:
     def _pull(self, cache: VectorCache, db: apsw.Connection) -> bool:
         """Append vectors newer than the cache's; ``False`` if the epoch moved meanwhile."""
         with self._vcache_lock:
-            if cache.max_id >= self._vector_state(db)[1]:
+            if cache.max_id >= _vector_state(db)[1]:
                 return True
             with db:  # one read transaction: the state and the rows agree
-                epoch, max_id = self._vector_state(db)
+                epoch, max_id = _vector_state(db)
                 if epoch != cache.epoch:
                     return False
                 rows = db.execute(
@@ -530,21 +548,11 @@ class Index:
         try:
             conn = connect(self.path)
             cache = self._vcache
-            epoch, _ = self._vector_state(conn)
+            epoch, _ = _vector_state(conn)
             if cache is None or cache.epoch != epoch or not self._pull(cache, conn):
-                cache = VectorCache(self.settings.dim)
-                with conn:
-                    cache.epoch, max_id = self._vector_state(conn)
-                    batch: list[tuple[int, bytes]] = []
-                    for row in conn.execute("SELECT rowid, embedding FROM vectors"):
-                        batch.append(row)
-                        if len(batch) >= 8192:
-                            _append_rows(cache, batch)
-                            batch = []
-                            if self._closed:
-                                return
-                    _append_rows(cache, batch, max_id)
-                self._vcache = cache
+                cache = _read_vectors(conn, self.settings.dim, lambda: self._closed)
+                if cache is not None:
+                    self._vcache = cache
         except apsw.Error:  # closed or replaced meanwhile: the next query starts again
             pass
         finally:
@@ -552,6 +560,39 @@ class Index:
                 conn.close()
             with self._vcache_lock:
                 self._vcache_loading = None
+
+    def vocabulary(self) -> Vocabulary:
+        """The indexed terms with their document frequencies (``terms.Vocabulary``).
+
+        Read here after a change on a small index; a large one (seconds to read) answers
+        with the previous vocabulary while the new one loads: document frequencies that
+        lag an edit by a moment weigh words all the same."""
+        vocab, stamp = self._vocab, self._fts_writes
+        if vocab is not None and vocab.stamp == stamp:
+            return vocab
+        if vocab is None or vocab.chunks <= VOCAB_LOAD_INLINE or self.path == ":memory:":
+            self._vocab = read_vocabulary(self.db, stamp)
+            return self._vocab
+        with self._vcache_lock:
+            if self._vocab_loading is None:
+                self._vocab_loading = threading.Thread(
+                    target=self._load_vocabulary, args=(stamp,), name="notewell-vocabulary",
+                    daemon=True)
+                self._vocab_loading.start()
+        return vocab
+
+    def _load_vocabulary(self, stamp: int) -> None:
+        conn = None
+        try:
+            conn = connect(self.path)
+            self._vocab = read_vocabulary(conn, stamp)
+        except apsw.Error:  # closed or replaced meanwhile: the next query starts again
+            pass
+        finally:
+            if conn is not None:
+                conn.close()
+            with self._vcache_lock:
+                self._vocab_loading = None
 
     def bm25(self, match: str, k: int, weights: Sequence[float] = (4.0, 2.0, 1.0, 2.0)
              ) -> list[tuple[int, float]]:
@@ -583,6 +624,33 @@ class Index:
         keys = ("name", "kind", "last_sync", "last_error", "pending", "notes", "chunks",
                 "behind_since")
         return [dict(zip(keys, r)) for r in rows]
+
+
+def _vector_state(db: apsw.Connection) -> tuple[str, int]:
+    """What ties a vector copy to the index: the epoch (changed by every deletion) and the
+    highest vector id (new vectors get higher ones)."""
+    row = db.execute(
+        "SELECT (SELECT value FROM meta WHERE key = 'vectors_epoch'), "
+        "(SELECT max(id) FROM embeddings)").fetchone()
+    return row[0] or "", row[1] or 0
+
+
+def _read_vectors(conn: apsw.Connection, dim: int,
+                  cancelled: Callable[[], bool] = lambda: False) -> VectorCache | None:
+    """A new copy of every stored vector, read in one transaction (None if cancelled)."""
+    cache = VectorCache(dim)
+    with conn:
+        cache.epoch, max_id = _vector_state(conn)
+        batch: list[tuple[int, bytes]] = []
+        for row in conn.execute("SELECT rowid, embedding FROM vectors"):
+            batch.append(row)
+            if len(batch) >= 8192:
+                _append_rows(cache, batch)
+                batch = []
+                if cancelled():
+                    return None
+        _append_rows(cache, batch, max_id)
+    return cache
 
 
 def _append_rows(cache: VectorCache, rows: list[tuple[int, bytes]], max_id: int = 0) -> None:

@@ -1,12 +1,13 @@
 """Where notewell keeps its files: one function per path, one environment override.
 
 Everything lives under ``NOTEWELL_HOME`` (config, index, logs); the socket lives in a
-0700 runtime directory. Imported by the per-keystroke client, so: ``os`` and ``sys`` only.
+0700 runtime directory. Imported by the per-keystroke client, which runs without ``os``
+(importing it costs 1.2 ms, a sixth of the interpreter's start; bench/keystroke.py): the
+path functions use the built-in ``posix`` module and string joins, and only the
+daemon-side helpers import ``os``.
 """
 
-from __future__ import annotations
-
-import os
+import posix
 import sys
 
 APP = "notewell"
@@ -14,65 +15,103 @@ APP = "notewell"
 MAX_SOCKET_PATH = 103
 
 
+def _env(name: str) -> str | None:
+    value = posix.environ.get(name.encode())  # bytes on POSIX, as os.environb
+    return value.decode("utf-8", "surrogateescape") if value else None
+
+
+def _join(*parts: str) -> str:
+    out = parts[0]
+    for part in parts[1:]:
+        out = part if part.startswith("/") else (out.rstrip("/") + "/" + part if out
+                                                 else part)
+    return out
+
+
+def _user_home() -> str:
+    found = _env("HOME")
+    if found:
+        return found
+    import pwd
+
+    return pwd.getpwuid(posix.getuid()).pw_dir
+
+
+def _absolute(path: str) -> str:
+    """``os.path.abspath(os.path.expanduser(path))`` without ``os``."""
+    if path == "~" or path.startswith("~/"):
+        path = _user_home() + path[1:]
+    elif path.startswith("~"):
+        import os
+
+        path = os.path.expanduser(path)  # ~user: rare enough to pay for os
+    if not path.startswith("/"):
+        path = _join(posix.getcwd(), path)
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part == "..":
+            if parts:
+                parts.pop()
+        elif part and part != ".":
+            parts.append(part)
+    return "/" + "/".join(parts)
+
+
 def home() -> str:
     """The notewell home directory: ``$NOTEWELL_HOME`` or the platform's per-user data dir."""
-    env = os.environ.get("NOTEWELL_HOME")
+    env = _env("NOTEWELL_HOME")
     if env:
-        return os.path.abspath(os.path.expanduser(env))
-    user = os.path.expanduser("~")
+        return _absolute(env)
+    user = _user_home()
     if sys.platform == "darwin":
-        return os.path.join(user, "Library", "Application Support", APP)
-    data = os.environ.get("XDG_DATA_HOME") or os.path.join(user, ".local", "share")
-    return os.path.join(data, APP)
+        return _join(user, "Library", "Application Support", APP)
+    data = _env("XDG_DATA_HOME") or _join(user, ".local", "share")
+    return _join(data, APP)
 
 
 def config_path() -> str:
-    return os.path.join(home(), "config.toml")
+    return _join(home(), "config.toml")
 
 
 def index_dir() -> str:
     """Index generations live here; see ``notewell.store`` for how one becomes current."""
-    return os.path.join(home(), "index")
+    return _join(home(), "index")
 
 
 def log_dir() -> str:
-    if sys.platform == "darwin" and not os.environ.get("NOTEWELL_HOME"):
-        return os.path.join(os.path.expanduser("~"), "Library", "Logs", APP)
-    return os.path.join(home(), "logs")
+    if sys.platform == "darwin" and not _env("NOTEWELL_HOME"):
+        return _join(_user_home(), "Library", "Logs", APP)
+    return _join(home(), "logs")
 
 
 def runtime_dir() -> str:
     """The 0700 directory that holds the socket and the daemon's lock file."""
-    if os.environ.get("NOTEWELL_HOME") or sys.platform == "darwin":
-        candidate = os.path.join(home(), "run")
+    if _env("NOTEWELL_HOME") or sys.platform == "darwin":
+        candidate = _join(home(), "run")
     else:
-        xdg = os.environ.get("XDG_RUNTIME_DIR")
-        candidate = os.path.join(xdg, APP) if xdg else os.path.join(home(), "run")
-    if len(os.path.join(candidate, "notewell.sock").encode()) <= MAX_SOCKET_PATH:
+        xdg = _env("XDG_RUNTIME_DIR")
+        candidate = _join(xdg, APP) if xdg else _join(home(), "run")
+    if len(_join(candidate, "notewell.sock").encode()) <= MAX_SOCKET_PATH:
         return candidate
     # A home too deep for sun_path: a short per-user, per-home directory under /tmp.
     import hashlib
 
     digest = hashlib.sha256(home().encode()).hexdigest()[:12]
-    return os.path.join("/tmp", f"{APP}-{os.getuid()}", digest)
+    return _join("/tmp", f"{APP}-{posix.getuid()}", digest)
 
 
 def socket_path() -> str:
-    return os.path.join(runtime_dir(), "notewell.sock")
+    return _join(runtime_dir(), "notewell.sock")
 
 
 def lock_path() -> str:
-    return os.path.join(runtime_dir(), "daemon.lock")
-
-
-def last_query_path() -> str:
-    """The query the Alfred client was last started for: the actions compare it with the
-    query an item was rendered for (the stale-Enter guard, ``launcher.alfred_actions``)."""
-    return os.path.join(runtime_dir(), "alfred-query")
+    return _join(runtime_dir(), "daemon.lock")
 
 
 def ensure_private_dir(path: str) -> str:
     """Create ``path`` (and parents) as 0700, never wider, and check nobody else owns it."""
+    import os
+
     old = os.umask(0o077)
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)

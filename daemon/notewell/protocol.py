@@ -11,8 +11,6 @@ bool, int, float, str, bin, array, map). It imports nothing. The daemon decodes 
 input with the real ``msgpack`` library; tests check both agree byte for byte.
 """
 
-from __future__ import annotations
-
 PROTOCOL_VERSION = 1
 MAX_REQUEST_BYTES = 64 * 1024
 MAX_REPLY_BYTES = 16 * 1024 * 1024

@@ -108,6 +108,10 @@ class VectorCache:
         self._bits = np.zeros((sign_bits(np.zeros((1, dim))).shape[1], 0), dtype=np.uint64)
         self._i8 = np.zeros((0, dim), dtype=np.int8)
         self._scale = np.zeros(0, dtype=np.float32)
+        # Rows come in id order from SQLite, so ids are looked up by binary search; if a
+        # load ever gives them out of order, a sorted permutation is kept instead.
+        self._ascending = True
+        self._order: np.ndarray | None = None
         import threading
 
         self._lock = threading.Lock()
@@ -133,6 +137,9 @@ class VectorCache:
             if self._f32 is not None and n + m > self.exact_limit:
                 self._quantize_all()
             self._reserve(n + m)
+            if m and (np.any(np.diff(ids) <= 0) or (n and ids[0] <= self._ids[n - 1])):
+                self._ascending = False
+            self._order = None
             self._ids[n:n + m] = ids
             if self._f32 is not None:
                 self._f32[n:n + m] = vectors
@@ -168,6 +175,31 @@ class VectorCache:
         self._bits = np.ascontiguousarray(sign_bits(rows).T)
         self._i8, self._scale = int8_codes(rows)
         self._f32 = None
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def vectors(self, ids) -> dict[int, np.ndarray]:
+        """The stored vectors of ``ids`` that are here: float32 rows as stored, or decoded
+        from int8 (within about 1e-3 per cosine) in the quantized layout."""
+        wanted = np.asarray(list(ids), dtype=np.int64)
+        with self._lock:
+            n = self.n
+            stored, f32 = self._ids[:n], (self._f32[:n] if self._f32 is not None else None)
+            i8, scale = self._i8[:n], self._scale[:n]
+            if not self._ascending and self._order is None:
+                self._order = np.argsort(stored, kind="stable")
+            order = self._order
+        if n == 0 or not len(wanted):
+            return {}
+        keys = stored if order is None else stored[order]
+        pos = np.minimum(np.searchsorted(keys, wanted), n - 1)
+        found = keys[pos] == wanted
+        rows = pos[found] if order is None else order[pos[found]]
+        if f32 is not None:
+            vecs = f32[rows]
+        else:
+            vecs = i8[rows].astype(np.float32) * scale[rows, None]
+        return dict(zip(wanted[found].tolist(), vecs))
 
     # -- searching ----------------------------------------------------------------------------
 

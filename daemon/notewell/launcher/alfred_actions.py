@@ -6,9 +6,9 @@ notewell's import-free client) with the item's variables in the environment: ``a
 ``note_id`` and ``query``, the query the item was rendered for.
 
 The stale-Enter race: Alfred keeps showing the previous results while the client for the
-newest keystroke runs, so a quick Enter can land on an item from an older query. Every
-client run first records its query (``client.remember_query``), so here the item's query
-is compared with the newest one. When they differ the action asks the daemon whether the
+newest keystroke runs, so a quick Enter can land on an item from an older query. The daemon
+remembers the newest query an Alfred client asked for (op ``latest_query``), so here the
+item's query is compared with it. When they differ the action asks the daemon whether the
 item's note is also the top result of the newest query; if it is, Enter means the same
 thing and goes ahead; if not (or the daemon cannot say), nothing is opened: Alfred is
 shown again on the newest query, whose results are ready by then, and the user chooses
@@ -33,11 +33,15 @@ Runner = Callable[..., object]
 
 
 def latest_query() -> str | None:
+    """The newest query typed, as the daemon saw it (None if it cannot say)."""
+    from .. import client, protocol
+
     try:
-        with open(paths.last_query_path(), "rb") as f:
-            return f.read().decode("utf-8", "replace")
-    except OSError:
+        reply = client.ask(protocol.request("latest_query"), timeout=2.0)
+    except (OSError, protocol.ProtocolError):
         return None
+    query = (reply.get("result") or {}).get("query") if reply.get("ok") else None
+    return query if isinstance(query, str) else None
 
 
 def is_stale(item_query: str | None, newest: str | None) -> bool:
@@ -107,7 +111,7 @@ def perform(action: str, arg: str, env: Mapping[str, str], run: Runner,
         run([python, "-m", "notewell", "agent", "start"], env=child, check=False,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # Back to Alfred on the same query: it says "starting…" and re-runs until ready.
-        show_alfred(latest_query() or "", env, run)
+        show_alfred(env.get("query") or "", env, run)
         return f"{action}ed the daemon"
     return f"nothing to do for action {action!r}"
 
