@@ -20,6 +20,7 @@ import json
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,9 +84,12 @@ class QueryTerm:
     df: int
     idf: float
 
+    # For a word being typed: the indexed terms it may stand for (its completions).
+    completions: frozenset[str] = frozenset()
+
     def held_by(self, terms: frozenset[str]) -> bool:
         if self.prefix:
-            return any(t.startswith(self.tokens[0]) for t in terms)
+            return not self.completions.isdisjoint(terms)
         return all(t in terms for t in self.tokens)
 
 
@@ -310,13 +314,15 @@ class Searcher:
         for word, phrase in zip(dict.fromkeys(w for w in q.words if w),
                                 fts_terms(q.words, q.partial)):
             if phrase.endswith("*"):
-                found, prefix = (tokens.prefix(word),), True
-                df = vocab.prefix_df(found[0])
-            else:
-                found, prefix = tuple(tokens.terms(word, query=True)), False
-                df = min((vocab.df(t) for t in found), default=0)
+                stem = tokens.prefix(word)
+                out.append(QueryTerm(word, phrase, (stem,), True, vocab.prefix_df(stem),
+                                     vocab.idf(vocab.prefix_df(stem)),
+                                     frozenset(vocab.starting_with(stem))))
+                continue
+            found = tuple(tokens.terms(word, query=True))
+            df = min((vocab.df(t) for t in found), default=0)
             if found:
-                out.append(QueryTerm(word, phrase, found, prefix, df, vocab.idf(df)))
+                out.append(QueryTerm(word, phrase, found, False, df, vocab.idf(df)))
         local.terms_for = (q, out)
         return out
 
@@ -438,21 +444,18 @@ class Searcher:
         if not scores:
             return []
         rows = self.index.db.execute(
-            "SELECT c.id, c.note, c.heading_path, c.url, c.text, c.embedding, n.note_id, "
-            "n.title, n.source, n.kind, n.path, n.tags, n.modified, n.archived, "
-            "n.content_hash FROM chunks c JOIN notes n ON n.id = c.note "
-            "WHERE c.id IN (SELECT value FROM json_each(?))",
-            (json.dumps(list(scores)),))
+            "SELECT c.id, c.note, n.note_id FROM chunks c JOIN notes n ON n.id = c.note "
+            "WHERE c.id IN (SELECT value FROM json_each(?))", (json.dumps(list(scores)),))
         # A note is as good as its best passage (adding its other passages' scores was
         # measured and lost: SciFact train nDCG@10 0.739 -> 0.734 at a quarter weight).
-        best: dict[int, tuple] = {}
+        best: dict[int, tuple[int, int, str]] = {}
         for row in rows:
             note = row[1]
             if note in exclude:
                 continue
             if note not in best or scores[row[0]] > scores[best[note][0]]:
                 best[note] = row
-        ordered = sorted(best.values(), key=lambda row: (-scores[row[0]], row[6]))
+        ordered = sorted(best.values(), key=lambda row: (-scores[row[0]], row[2]))
         signatures = self._signatures([row[1] for row in ordered[: 2 * limit + 10]])
         hits: list[Hit] = []
         seen: set[str] = set()
@@ -460,7 +463,7 @@ class Searcher:
         # Snippets favour the sentence with the query's rarer words.
         weights = {t.word: t.idf for t in self.query_terms(q)}
         picker = SnippetPicker(q.words, q.partial, weights)
-        for row in ordered:
+        for row in self._hit_rows([row[0] for row in ordered], 2 * limit + 10):
             (chunk_id, note, heading, url, text, embedding, note_id, title, source, kind, path,
              tags, modified, archived, content_hash) = row
             # Identical and near-identical notes (the same import twice) show once.
@@ -483,6 +486,18 @@ class Searcher:
             if len(hits) >= limit:
                 break
         return hits
+
+    def _hit_rows(self, chunk_ids: list[int], batch: int) -> Iterator[tuple]:
+        """Everything a hit shows, for ``chunk_ids`` in order, read a batch at a time:
+        most searches stop after the first (only duplicates make them read on)."""
+        for start in range(0, len(chunk_ids), batch):
+            part = chunk_ids[start:start + batch]
+            rows = {r[0]: r for r in self.index.db.execute(
+                "SELECT c.id, c.note, c.heading_path, c.url, c.text, c.embedding, n.note_id, "
+                "n.title, n.source, n.kind, n.path, n.tags, n.modified, n.archived, "
+                "n.content_hash FROM chunks c JOIN notes n ON n.id = c.note "
+                "WHERE c.id IN (SELECT value FROM json_each(?))", (json.dumps(part),))}
+            yield from (rows[c] for c in part if c in rows)
 
     def _signatures(self, notes: list[int]) -> dict[int, np.ndarray]:
         """Each note's mean passage vector, unit length: what near-duplicates share."""

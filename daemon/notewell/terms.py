@@ -41,12 +41,19 @@ class Vocabulary:
     def df(self, term: str) -> int:
         return self.docs.get(term, 0)
 
+    def _range(self, prefix: str) -> tuple[int, int]:
+        lo = bisect.bisect_left(self.terms, prefix)
+        return lo, bisect.bisect_left(self.terms, prefix + _LAST, lo)
+
     def prefix_df(self, prefix: str) -> int:
         """Chunks holding some term that starts with ``prefix``: the sum over those terms,
         an upper bound (a chunk may hold several), capped at all chunks."""
-        lo = bisect.bisect_left(self.terms, prefix)
-        hi = bisect.bisect_left(self.terms, prefix + _LAST, lo)
+        lo, hi = self._range(prefix)
         return min(self.cumulative[hi] - self.cumulative[lo], self.chunks)
+
+    def starting_with(self, prefix: str) -> list[str]:
+        lo, hi = self._range(prefix)
+        return self.terms[lo:hi]
 
     def idf(self, df: int) -> float:
         """BM25's IDF in the form that never goes negative for very common words."""
