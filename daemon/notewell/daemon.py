@@ -31,9 +31,9 @@ import msgpack
 
 from . import __version__, alfred, paths, protocol, store
 from .config import Config
-from .embedding import release_memory
 from .engine import Engine
 from .index import IndexProblem, connect
+from .memory import limit_heaps, release_memory
 from .query import MAX_QUERY_CHARS
 from .response_cache import ResponseCache
 from .watch import ChangeWatcher
@@ -712,6 +712,7 @@ def peer_uid(conn: socket.socket) -> int | None:
 
 def run(config: Config, poll_seconds: float = 5.0,
         engine_factory: Callable[[Config], Engine] | None = None) -> int:
+    limit_heaps()  # before the worker threads exist
     daemon = Daemon(config, engine_factory=engine_factory, poll_seconds=poll_seconds)
     # Handlers first: a SIGTERM that arrives while starting still removes the socket.
     signal.signal(signal.SIGTERM, daemon.request_stop)

@@ -18,6 +18,8 @@ from typing import Protocol
 
 import numpy as np
 
+from .memory import release_memory
+
 MODEL_ID = "all-MiniLM-L6-v2"
 DIM = 384
 MAX_TOKENS = 256
@@ -194,28 +196,6 @@ class OnnxEmbedder:
         summed = (hidden * mask[..., None]).sum(axis=1)
         mean = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)
         return _normalise(mean.astype(np.float32))
-
-
-_TRIM: object = None
-
-
-def release_memory() -> None:
-    """Hand memory freed by a batch back to the operating system.
-
-    A batch of long chunks needs a few hundred MB of activations. glibc keeps what a thread
-    frees for reuse (the daemon embeds on its sync thread), so the daemon stayed near
-    530 MB after its first sync (bench/memory.py); ``malloc_trim`` returns it. macOS's
-    allocator returns large blocks by itself and has no ``malloc_trim``: a no-op there."""
-    global _TRIM
-    if _TRIM is None:
-        try:
-            import ctypes
-
-            _TRIM = getattr(ctypes.CDLL(None), "malloc_trim", False)
-        except (OSError, AttributeError):
-            _TRIM = False
-    if _TRIM:
-        _TRIM(0)  # type: ignore[operator]
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")

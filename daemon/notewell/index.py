@@ -25,6 +25,7 @@ import apsw
 import numpy as np
 import sqlite_vec
 
+from .memory import release_memory
 from .notes import Chunk, Note
 from .terms import Vocabulary, read_vocabulary
 from .vector_cache import VectorCache
@@ -553,6 +554,8 @@ class Index:
                 cache = _read_vectors(conn, self.settings.dim, lambda: self._closed)
                 if cache is not None:
                     self._vcache = cache
+                # Reading went through float batches several times the copy's size.
+                release_memory()
         except apsw.Error:  # closed or replaced meanwhile: the next query starts again
             pass
         finally:

@@ -18,10 +18,12 @@ from __future__ import annotations
 import functools
 import json
 import re
+import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -31,8 +33,9 @@ from .notes import Hit
 from .query import Query, fts_terms, parse
 from .terms import Tokens
 
-_CHUNK_TERMS_CACHED = 4_000  # chunks per worker thread: their index terms
-_SIGNATURES_CACHED = 2_000  # notes per worker thread: 3 MB of mean vectors
+_CHUNK_TERMS_CACHED = 2_000  # chunks' index terms, shared by the worker threads: ~5 MB
+_SIGNATURES_CACHED = 2_000  # notes' mean vectors, shared by the worker threads: 3 MB
+V = TypeVar("V")
 _LAST_WORD = re.compile(r"\w+\W*$")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _HEADING_LINE = re.compile(r"^#{1,6}\s")
@@ -113,6 +116,8 @@ class Searcher:
         self._cache_size = cache_size
         self._cache_lock = threading.Lock()
         self._local = threading.local()
+        self._chunk_term_cache: SharedLRU[frozenset[str]] = SharedLRU(_CHUNK_TERMS_CACHED)
+        self._signature_cache: SharedLRU[np.ndarray] = SharedLRU(_SIGNATURES_CACHED)
 
     # -- public ---------------------------------------------------------------------------
 
@@ -345,29 +350,32 @@ class Searcher:
         return cover, total
 
     def _chunk_terms(self, chunk_ids: list[int]) -> dict[int, frozenset[str]]:
-        """The index terms of each chunk, as FTS5 tokenized its four columns. Kept per
-        thread until the index changes: typing brings the same candidates back."""
-        local = self._thread_caches()
-        cache = local.chunk_terms
-        missing = [c for c in chunk_ids if c not in cache]
+        """The index terms of each chunk, as FTS5 tokenized its four columns (terms
+        interned, kept for typing's next keystrokes; see ``_thread_caches``)."""
+        tokens = self._thread_caches().tokens
+        found = self._chunk_term_cache.get_many(chunk_ids)
+        missing = [c for c in chunk_ids if c not in found]
         if missing:
-            rows = self.index.db.execute(
-                "SELECT c.id, n.title, n.aliases, c.heading_path, c.text, n.tags "
-                "FROM chunks c JOIN notes n ON n.id = c.note "
-                "WHERE c.id IN (SELECT value FROM json_each(?))", (json.dumps(missing),))
-            for chunk_id, title, aliases, heading, text, tags in rows:
+            fresh = {}
+            for chunk_id, title, aliases, heading, text, tags in self.index.db.execute(
+                    "SELECT c.id, n.title, n.aliases, c.heading_path, c.text, n.tags "
+                    "FROM chunks c JOIN notes n ON n.id = c.note "
+                    "WHERE c.id IN (SELECT value FROM json_each(?))", (json.dumps(missing),)):
                 indexed = "\n".join((title, *json.loads(aliases), heading, text,
                                      *json.loads(tags)))
-                cache[chunk_id] = frozenset(local.tokens.terms(indexed))
-            while len(cache) > _CHUNK_TERMS_CACHED:
-                cache.popitem(last=False)
-        return {c: cache[c] for c in chunk_ids if c in cache}
+                fresh[chunk_id] = frozenset(map(sys.intern, tokens.terms(indexed)))
+            self._chunk_term_cache.put_many(fresh)
+            found.update(fresh)
+        return found
 
     def _thread_caches(self) -> threading.local:
-        """This thread's caches of what typing asks for again and again (chunk terms,
-        note signatures, the last query's terms), emptied when its connection sees the
-        index change. Per thread, because each thread reads through its own connection
-        and ``data_version`` counts per connection."""
+        """This thread's view of the index: its tokenizer and the last query's terms.
+
+        When this thread's connection sees the index change, the caches of what typing
+        asks for again and again (chunks' terms, notes' signatures; shared by all threads,
+        since per-thread copies grew the daemon by 130 MB under load at 100k chunks) are
+        emptied: chunk and note ids may be reused. Per thread, because each thread reads
+        through its own connection and ``data_version`` counts per connection."""
         db = self.index.db
         generation = (id(db), db.execute("PRAGMA data_version").fetchone()[0],
                       db.total_changes())
@@ -376,8 +384,8 @@ class Searcher:
             if getattr(local, "db", None) is not db:
                 local.db, local.tokens = db, Tokens(db)
             local.generation = generation
-            local.chunk_terms = OrderedDict()
-            local.signatures = OrderedDict()
+            self._chunk_term_cache.clear()
+            self._signature_cache.clear()
             local.terms_for = None
         return local
 
@@ -503,8 +511,9 @@ class Searcher:
         """Each note's mean passage vector, unit length: what near-duplicates share."""
         if not notes:
             return {}
-        cache = self._thread_caches().signatures
-        missing = [n for n in notes if n not in cache]
+        self._thread_caches()
+        found = self._signature_cache.get_many(notes)
+        missing = [n for n in notes if n not in found]
         if missing:
             rows = self.index.db.execute(
                 "SELECT note, embedding FROM chunks WHERE note IN "
@@ -515,11 +524,37 @@ class Searcher:
                 vec = vectors.get(embedding)
                 if vec is not None:
                     sums[note] = sums[note] + vec if note in sums else vec.copy()
-            for n, v in sums.items():
-                cache[n] = v / max(float(np.linalg.norm(v)), 1e-12)
-            while len(cache) > _SIGNATURES_CACHED:
-                cache.popitem(last=False)
-        return {n: cache[n] for n in notes if n in cache}
+            fresh = {n: v / max(float(np.linalg.norm(v)), 1e-12) for n, v in sums.items()}
+            self._signature_cache.put_many(fresh)
+            found.update(fresh)
+        return found
+
+
+class SharedLRU(Generic[V]):
+    """A small least-recently-used map from ids to values, safe to share between the
+    worker threads."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[int, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_many(self, keys: Iterable[int]) -> dict[int, V]:
+        with self._lock:
+            found = {k: self._items[k] for k in keys if k in self._items}
+            for k in found:
+                self._items.move_to_end(k)
+        return found
+
+    def put_many(self, items: dict[int, V]) -> None:
+        with self._lock:
+            self._items.update(items)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
 
 
 class _Shown:
