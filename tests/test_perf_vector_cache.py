@@ -83,6 +83,18 @@ def test_quantized_layout_keeps_recall_and_near_exact_distances():
     assert np.mean(recalls) >= 0.95
 
 
+def test_a_large_search_split_over_two_threads_gives_the_same_answer(monkeypatch):
+    from notewell import vector_cache
+
+    vecs = clustered(6000, seed=4, dim=384)
+    cache = VectorCache(384, exact_limit=1000, min_candidates=500)
+    cache.append(np.arange(1, 6001), vecs)
+    queries = unit(vecs[:5] + 0.3 * np.random.default_rng(1).standard_normal((5, 384)))
+    alone = [cache.search(q, 20) for q in queries]
+    monkeypatch.setattr(vector_cache, "PARALLEL_FROM", 1000)
+    assert [cache.search(q, 20) for q in queries] == alone
+
+
 def test_empty_and_small_k():
     cache = VectorCache(DIM)
     assert cache.search(np.ones(DIM), 5) == []
