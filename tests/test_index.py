@@ -142,3 +142,30 @@ def test_vectors_round_trip_exactly(tmp_path):
     index.add_embeddings(["a", "b", "c"], v)
     blob = index.db.execute("SELECT embedding FROM vectors WHERE rowid = 2").fetchone()[0]
     assert np.array_equal(np.frombuffer(blob, dtype=np.float32), v[1])
+
+
+def test_migration_2_refills_the_keyword_index_with_prefix_indexes(tmp_path, fake_embedder,
+                                                                   monkeypatch):
+    from notewell import index as index_module
+    from notewell.terms import read_vocabulary
+
+    path = str(tmp_path / "i.sqlite")
+    every = index_module._migrations
+    monkeypatch.setattr(index_module, "_migrations", lambda dim: every(dim)[:1])
+    old = Index(path, SETTINGS)
+    _store(old, fake_embedder, Note(
+        note_id="s:a", source="s", kind="markdown", title="Café notes", text="Daily journal "
+        "template for the garden.", url="file:///a", tags=("home/garden",),
+        aliases=("Kitchen log",), fingerprint="f"))
+    _store(old, fake_embedder, _note("s:b", "## Plans\n\nPublish notes to GitHub pages"))
+    before = read_vocabulary(old.db).docs
+    old.close()
+    monkeypatch.setattr(index_module, "_migrations", every)
+    new = Index(path, SETTINGS)
+    assert new.db.execute("PRAGMA user_version").fetchone()[0] == index_module.SCHEMA_VERSION
+    assert "prefix" in new.db.execute(
+        "SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()[0]
+    assert read_vocabulary(new.db).docs == before  # the same terms in the same chunks
+    assert new.consistency_problems() == []
+    assert len(new.bm25('"jo"*', 5)) == 1 and len(new.bm25('"kitch"*', 5)) == 1
+    new.close()

@@ -35,6 +35,7 @@ from .terms import Tokens
 
 _CHUNK_TERMS_CACHED = 2_000  # chunks' index terms, shared by the worker threads: ~5 MB
 _SIGNATURES_CACHED = 2_000  # notes' mean vectors, shared by the worker threads: 3 MB
+K = TypeVar("K")
 V = TypeVar("V")
 _LAST_WORD = re.compile(r"\w+\W*$")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -112,12 +113,15 @@ class Searcher:
         self.index = index
         self.embedder = embedder
         self.ranking = ranking or Ranking()
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._cache_size = cache_size
-        self._cache_lock = threading.Lock()
+        # Typing re-sends the same text again and again (the completed word stays the
+        # same for several keystrokes): its vector, and its nearest passages while the
+        # index's vectors are unchanged.
+        self._query_vectors: SharedLRU[str, np.ndarray] = SharedLRU(cache_size)
+        self._nearest: SharedLRU[tuple, list[tuple[int, float]]] = SharedLRU(64)
         self._local = threading.local()
-        self._chunk_term_cache: SharedLRU[frozenset[str]] = SharedLRU(_CHUNK_TERMS_CACHED)
-        self._signature_cache: SharedLRU[np.ndarray] = SharedLRU(_SIGNATURES_CACHED)
+        self._chunk_term_cache: SharedLRU[int, frozenset[str]] = SharedLRU(
+            _CHUNK_TERMS_CACHED)
+        self._signature_cache: SharedLRU[int, np.ndarray] = SharedLRU(_SIGNATURES_CACHED)
 
     # -- public ---------------------------------------------------------------------------
 
@@ -138,7 +142,7 @@ class Searcher:
         if mode in ("hybrid", "dense"):
             text = self.dense_text(q, [c for c, _ in lexical])
             vector = self.embed_query(text) if text.strip() else None
-        dense = self._knn(vector, self.ranking.dense_k, allowed) if vector is not None else []
+        dense = self.nearest(text, allowed) if vector is not None else []
         scores, ranks = self._fuse(q, vector, dense, lexical)
         return SearchResult(q, self._hits(scores, ranks, q, limit), notices)
 
@@ -181,18 +185,24 @@ class Searcher:
         return self._hits(scores, {}, parse(""), limit, exclude={row[0]})
 
     def embed_query(self, text: str) -> np.ndarray:
-        """Query vectors, cached: typing re-sends the same prefixes again and again."""
-        with self._cache_lock:
-            hit = self._cache.get(text)
-            if hit is not None:
-                self._cache.move_to_end(text)
-                return hit
-        vec = self.embedder.embed_batch([text])[0]
-        with self._cache_lock:
-            self._cache[text] = vec
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+        """The query's vector (kept for the next keystrokes)."""
+        vec = self._query_vectors.get(text)
+        if vec is None:
+            vec = self.embedder.embed_batch([text])[0]
+            self._query_vectors.put_many({text: vec})
         return vec
+
+    def nearest(self, text: str, allowed: set[int] | None) -> list[tuple[int, float]]:
+        """The passages nearest in meaning to ``text`` (chunk id, cosine distance), kept
+        for the next keystrokes until the index changes."""
+        self._thread_caches()  # empties the kept ones if another process changed it
+        key = (text, None if allowed is None else frozenset(allowed),
+               self.index.content_stamp())
+        found = self._nearest.get(key)
+        if found is None:
+            found = self._knn(self.embed_query(text), self.ranking.dense_k, allowed)
+            self._nearest.put_many({key: found})
+        return found
 
     # -- retrieval --------------------------------------------------------------------------
 
@@ -372,10 +382,11 @@ class Searcher:
         """This thread's view of the index: its tokenizer and the last query's terms.
 
         When this thread's connection sees the index change, the caches of what typing
-        asks for again and again (chunks' terms, notes' signatures; shared by all threads,
-        since per-thread copies grew the daemon by 130 MB under load at 100k chunks) are
-        emptied: chunk and note ids may be reused. Per thread, because each thread reads
-        through its own connection and ``data_version`` counts per connection."""
+        asks for again and again (chunks' terms, notes' signatures, nearest passages;
+        shared by all threads, since per-thread copies grew the daemon by 130 MB under
+        load at 100k chunks) are emptied: chunk and note ids may be reused. Per thread,
+        because each thread reads through its own connection and ``data_version`` counts
+        per connection."""
         db = self.index.db
         generation = (id(db), db.execute("PRAGMA data_version").fetchone()[0],
                       db.total_changes())
@@ -386,6 +397,7 @@ class Searcher:
             local.generation = generation
             self._chunk_term_cache.clear()
             self._signature_cache.clear()
+            self._nearest.clear()
             local.terms_for = None
         return local
 
@@ -452,26 +464,26 @@ class Searcher:
         if not scores:
             return []
         rows = self.index.db.execute(
-            "SELECT c.id, c.note, n.note_id FROM chunks c JOIN notes n ON n.id = c.note "
-            "WHERE c.id IN (SELECT value FROM json_each(?))", (json.dumps(list(scores)),))
+            "SELECT id, note FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(scores)),))
         # A note is as good as its best passage (adding its other passages' scores was
         # measured and lost: SciFact train nDCG@10 0.739 -> 0.734 at a quarter weight).
-        best: dict[int, tuple[int, int, str]] = {}
-        for row in rows:
-            note = row[1]
+        best: dict[int, int] = {}  # note -> its best chunk
+        for chunk_id, note in rows:
             if note in exclude:
                 continue
-            if note not in best or scores[row[0]] > scores[best[note][0]]:
-                best[note] = row
-        ordered = sorted(best.values(), key=lambda row: (-scores[row[0]], row[2]))
-        signatures = self._signatures([row[1] for row in ordered[: 2 * limit + 10]])
+            if note not in best or scores[chunk_id] > scores[best[note]]:
+                best[note] = chunk_id
+        # Equal scores in chunk order: a stable order for callers and tests.
+        ordered = sorted(best.items(), key=lambda item: (-scores[item[1]], item[1]))
+        signatures = self._signatures([note for note, _ in ordered[: 2 * limit + 10]])
         hits: list[Hit] = []
         seen: set[str] = set()
         shown = _Shown(self.ranking, limit)
         # Snippets favour the sentence with the query's rarer words.
         weights = {t.word: t.idf for t in self.query_terms(q)}
         picker = SnippetPicker(q.words, q.partial, weights)
-        for row in self._hit_rows([row[0] for row in ordered], 2 * limit + 10):
+        for row in self._hit_rows([chunk for _, chunk in ordered], limit + 5):
             (chunk_id, note, heading, url, text, embedding, note_id, title, source, kind, path,
              tags, modified, archived, content_hash) = row
             # Identical and near-identical notes (the same import twice) show once.
@@ -530,23 +542,29 @@ class Searcher:
         return found
 
 
-class SharedLRU(Generic[V]):
-    """A small least-recently-used map from ids to values, safe to share between the
-    worker threads."""
+class SharedLRU(Generic[K, V]):
+    """A small least-recently-used map, safe to share between the worker threads."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._items: OrderedDict[int, V] = OrderedDict()
+        self._items: OrderedDict[K, V] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get_many(self, keys: Iterable[int]) -> dict[int, V]:
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def get_many(self, keys: Iterable[K]) -> dict[K, V]:
         with self._lock:
             found = {k: self._items[k] for k in keys if k in self._items}
             for k in found:
                 self._items.move_to_end(k)
         return found
 
-    def put_many(self, items: dict[int, V]) -> None:
+    def put_many(self, items: dict[K, V]) -> None:
         with self._lock:
             self._items.update(items)
             while len(self._items) > self.size:
