@@ -43,7 +43,8 @@ def test_tokens_are_the_terms_fts5_indexed(tmp_path):
     mine = set(tokens.terms("\n".join(("Note 1", "Café", text, "cooking/baking"))))
     assert mine == indexed
     assert tokens.terms("Running", query=True) == ["run"]
-    assert tokens.prefix("Crè") == "cre"
+    assert tokens.prefix("Crè") == ["cre"]
+    assert tokens.prefix("snake_ca") == ["snake", "ca"]
     idx.close()
 
 

@@ -217,10 +217,11 @@ class Daemon:
             self.state, self.problem = "error", f"{type(e).__name__}: {e}"
             log.exception("engine failed to start")
             return
-        # The in-memory vector copy loads in the background now, so the first keystroke
-        # does not pay for it (index.Index.warm_vectors).
+        # The in-memory vector and keyword copies load in the background now, so the
+        # first keystroke does not pay for them (index.Index.warm_vectors, warm_keywords).
         with contextlib.suppress(Exception):
             self.engine.index.warm_vectors()
+            self.engine.index.warm_keywords()
         # Baselines first, then one full sync: a change made during that sync is seen.
         self.watcher = ChangeWatcher(self.engine.sources, debounce=self.debounce,
                                      poll_seconds=self.poll_seconds, use_events=self.use_events,

@@ -247,8 +247,12 @@ def eval_index(source: Source, embedder: Embedder, key: str,
     except IndexMismatch:
         final, _ = rebuild([source], embedder, chunker, directory, progress=progress)
         store.remove_old(directory, keep=final)
-        return Index(final, settings)
-    Syncer(index, embedder, chunker).sync(source, progress=progress)
+        index = Index(final, settings)
+    else:
+        Syncer(index, embedder, chunker).sync(source, progress=progress)
+    # As a warm daemon has them, so every query is ranked the same way.
+    index.warm_vectors(wait=True)
+    index.warm_keywords(wait=True)
     return index
 
 

@@ -25,9 +25,11 @@ import apsw
 import numpy as np
 import sqlite_vec
 
+from . import keywords
+from .keywords import KeywordIndex
 from .memory import release_memory
 from .notes import Chunk, Note
-from .terms import Vocabulary, read_vocabulary
+from .terms import Tokens, Vocabulary, read_vocabulary
 from .vector_cache import VectorCache
 
 SCHEMA_VERSION = 2
@@ -166,6 +168,12 @@ class Index:
         self.chunk_writes = 0
         self._vocab: Vocabulary | None = None
         self._vocab_loading: threading.Thread | None = None
+        # The in-memory keyword copy (``keywords``), built behind the searches.
+        self.use_keyword_copy = True
+        self.keyword_weights = keywords.COLUMN_WEIGHTS
+        self._keywords: KeywordIndex | None = None
+        self._keywords_loading: threading.Thread | None = None
+        self._keywords_next = 0.0
         self._closed = False
         # Set by ``store.open_current`` when this file replaced a damaged one: the daemon
         # reports "rebuilding" until a first full sync has filled it again.
@@ -373,9 +381,7 @@ class Index:
             rowid = self.db.last_insert_rowid()
             for tag in {t.lower() for t in note.tags}:
                 self.db.execute("INSERT INTO note_tags(note, tag) VALUES (?, ?)", (rowid, tag))
-            self.chunk_writes += 1
-            tag_text = " ".join(note.tags)
-            title_text = " ".join((note.title, *note.aliases))
+            self._chunks_changed()
             for chunk, url, h in chunks:
                 emb = self.db.execute("SELECT id FROM embeddings WHERE hash = ?", (h,)).fetchone()
                 if emb is None:
@@ -388,8 +394,8 @@ class Index:
                 )
                 self.db.execute(
                     "INSERT INTO chunks_fts(rowid, title, heading, body, tags) VALUES (?,?,?,?,?)",
-                    (self.db.last_insert_rowid(), title_text, " ".join(chunk.heading_path),
-                     chunk.text, tag_text),
+                    (self.db.last_insert_rowid(), *keywords.columns(
+                        note.title, note.aliases, chunk.heading_path, chunk.text, note.tags)),
                 )
 
     def touch_note(self, note_id: str, fingerprint: str, url: str | None = None) -> None:
@@ -406,8 +412,19 @@ class Index:
             if row:
                 self._delete_rows(row[0])
 
-    def _delete_rows(self, rowid: int) -> None:
+    def _chunks_changed(self) -> None:
+        """Inside a write transaction that changes chunks: move ``chunks_epoch``, which the
+        in-memory copies (keywords, vocabulary) and the searcher's caches follow."""
         self.chunk_writes += 1
+        self.db.execute("INSERT INTO meta(key, value) VALUES ('chunks_epoch', ?) "
+                        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                        (os.urandom(8).hex(),))
+
+    def chunks_epoch(self) -> str:
+        return _chunks_epoch(self.db)
+
+    def _delete_rows(self, rowid: int) -> None:
+        self._chunks_changed()
         # Virtual tables see no foreign keys: clear the FTS rows by hand first.
         self.db.execute(
             "DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE note = ?)",
@@ -519,10 +536,10 @@ class Index:
         self.warm_vectors()
         return cache if cache is not None and cache.epoch == epoch else None
 
-    def content_stamp(self) -> tuple[str, int, int]:
-        """Changes whenever chunks change through this object or vectors change through
-        any connection: results cached under it stay right until it moves."""
-        return (*_vector_state(self.db), self.chunk_writes)
+    def content_stamp(self) -> tuple[str, int, str]:
+        """Changes whenever chunks or vectors change, through any connection: results
+        cached under it stay right until it moves."""
+        return (*_vector_state(self.db), self.chunks_epoch())
 
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
         """Stored vectors by embedding id: from the in-memory copy (exact, or decoded from
@@ -591,7 +608,7 @@ class Index:
         Read here after a change on a small index; a large one (seconds to read) answers
         with the previous vocabulary while the new one loads: document frequencies that
         lag an edit by a moment weigh words all the same."""
-        vocab, stamp = self._vocab, self.chunk_writes
+        vocab, stamp = self._vocab, self.chunks_epoch()
         if vocab is not None and vocab.stamp == stamp:
             return vocab
         if vocab is None or vocab.chunks <= VOCAB_LOAD_INLINE or self.path == ":memory:":
@@ -605,7 +622,7 @@ class Index:
                 self._vocab_loading.start()
         return vocab
 
-    def _load_vocabulary(self, stamp: int) -> None:
+    def _load_vocabulary(self, stamp: str) -> None:
         conn = None
         try:
             conn = connect(self.path)
@@ -617,6 +634,55 @@ class Index:
                 conn.close()
             with self._vcache_lock:
                 self._vocab_loading = None
+
+    def keywords(self) -> KeywordIndex | None:
+        """The in-memory keyword copy (``keywords``) if it matches the index now; else None
+        (FTS5 answers) while a new one is built behind."""
+        if self._closed or not self.use_keyword_copy:
+            return None
+        copy = self._keywords
+        if copy is not None and copy.epoch == self.chunks_epoch():
+            return copy
+        self.warm_keywords()
+        return None
+
+    def warm_keywords(self, wait: bool = False) -> None:
+        """Build the keyword copy (in the background unless ``wait``). A copy of a large
+        index takes seconds to build, so a new build starts at most once every three build
+        times: under a stream of edits FTS5 answers between builds."""
+        if self._closed or not self.use_keyword_copy:
+            return
+        if self.path == ":memory:":  # no other connection sees its rows: build here
+            self._keywords = _read_keywords(self.db, self.keyword_weights)
+            return
+        with self._vcache_lock:
+            thread = self._keywords_loading
+            if thread is None:
+                if not wait and time.monotonic() < self._keywords_next:
+                    return
+                thread = self._keywords_loading = threading.Thread(
+                    target=self._load_keywords, name="notewell-keywords", daemon=True)
+                thread.start()
+        if wait:
+            thread.join()
+
+    def _load_keywords(self) -> None:
+        conn = None
+        start = time.monotonic()
+        try:
+            conn = connect(self.path)
+            copy = _read_keywords(conn, self.keyword_weights, lambda: self._closed)
+            if copy is not None:
+                self._keywords = copy
+        except apsw.Error:  # closed or replaced meanwhile: the next query starts again
+            pass
+        finally:
+            if conn is not None:
+                conn.close()
+            release_memory()
+            with self._vcache_lock:
+                self._keywords_next = time.monotonic() + 2 * (time.monotonic() - start)
+                self._keywords_loading = None
 
     def bm25(self, match: str, k: int, weights: Sequence[float] = (4.0, 2.0, 1.0, 2.0)
              ) -> list[tuple[int, float]]:
@@ -648,6 +714,26 @@ class Index:
         keys = ("name", "kind", "last_sync", "last_error", "pending", "notes", "chunks",
                 "behind_since")
         return [dict(zip(keys, r)) for r in rows]
+
+
+def _chunks_epoch(db: apsw.Connection) -> str:
+    row = db.execute("SELECT value FROM meta WHERE key = 'chunks_epoch'").fetchone()
+    return row[0] if row else ""
+
+
+def _read_keywords(conn: apsw.Connection, weights: tuple[float, ...],
+                   cancelled: Callable[[], bool] = lambda: False) -> KeywordIndex | None:
+    """A keyword copy of every chunk, read in one transaction (None if cancelled)."""
+    with conn:  # the epoch and the rows agree
+        epoch = _chunks_epoch(conn)
+        rows = conn.execute(
+            "SELECT c.id, n.title, n.aliases, c.heading_path, c.text, n.tags "
+            "FROM chunks c JOIN notes n ON n.id = c.note ORDER BY c.id")
+        return keywords.build(
+            ((chunk_id, *keywords.columns(title, json.loads(aliases), heading, text,
+                                          json.loads(tags)))
+             for chunk_id, title, aliases, heading, text, tags in rows),
+            Tokens(conn), weights, epoch, cancelled)
 
 
 def _vector_state(db: apsw.Connection) -> tuple[str, int]:

@@ -29,6 +29,7 @@ import numpy as np
 
 from .embedding import Embedder
 from .index import Index
+from .keywords import COLUMN_WEIGHTS, KeywordIndex
 from .notes import Hit
 from .query import Query, fts_terms, parse
 from .terms import Tokens
@@ -62,7 +63,7 @@ class Ranking:
     matched_idf_low: float = 8.0
     matched_idf_high: float = 20.0
     # FTS5 column weights: title, heading path, passage, tags.
-    bm25_columns: tuple[float, float, float, float] = (4.0, 2.0, 1.0, 2.0)
+    bm25_columns: tuple[float, float, float, float] = COLUMN_WEIGHTS
     # A fragment this short is too ambiguous to embed while it is being typed, unless
     # it can be completed from the words of this many top keyword hits.
     min_partial_for_dense: int = 4
@@ -70,6 +71,8 @@ class Ranking:
     # The BM25 query leaves out the commonest words once the chunks holding the words
     # exceed this many (coverage still counts them): see ``Searcher._bm25``.
     bm25_row_budget: int = 40_000
+    # The same for the in-memory keyword copy, where a chunk costs ~50x less to score.
+    keyword_row_budget: int = 200_000
     # Notes whose mean passage vectors are this close are one note shown twice; with
     # the same title (an import's " (1)" ignored), a lower bar is enough.
     duplicate_similarity: float = 0.97
@@ -78,8 +81,9 @@ class Ranking:
 
 @dataclass(frozen=True)
 class QueryTerm:
-    """One distinct query word: its FTS5 phrase, the index terms it stands for (a prefix
-    while typed), and the chunks that hold it (``df``) as IDF."""
+    """One distinct query word: its FTS5 phrase, the index terms it stands for (the last
+    one a prefix while typed), and how many chunks hold it (``df``; for several terms, the
+    rarest's) as IDF."""
 
     word: str
     phrase: str
@@ -93,7 +97,8 @@ class QueryTerm:
 
     def held_by(self, terms: frozenset[str]) -> bool:
         if self.prefix:
-            return not self.completions.isdisjoint(terms)
+            return (not self.completions.isdisjoint(terms)
+                    and all(t in terms for t in self.tokens[:-1]))
         return all(t in terms for t in self.tokens)
 
 
@@ -292,21 +297,26 @@ class Searcher:
         return sorted(((r[0], dist[r[1]]) for r in rows), key=lambda x: (x[1], x[0]))
 
     def _bm25(self, q: Query, allowed: set[int] | None) -> list[tuple[int, float]]:
-        """(chunk id, BM25 score, higher is better) for the OR of the query's words, the
-        commonest left out on a large index (``Ranking.common_share``)."""
+        """(chunk id, BM25 score, higher is better) for the OR of the query's words, from
+        the in-memory keyword copy when it can answer, else from FTS5; the commonest words
+        are left out once the chunks holding them exceed a budget."""
         terms = self.query_terms(q)
         if not terms:
             return []
         r = self.ranking
+        copy = self._keyword_copy(terms) if allowed is None else None
         # FTS5 scores every chunk that holds any of the words: the commonest cost the most
         # and weigh the least (FTS5 floors the IDF of a word in half the chunks near
         # zero). Rarest first, words join while the chunks they hold fit the budget.
+        budget = r.keyword_row_budget if copy is not None else r.bm25_row_budget
         kept, rows = [], 0
         for t in sorted(terms, key=lambda t: t.df):
-            if kept and rows + t.df > r.bm25_row_budget:
+            if kept and rows + t.df > budget:
                 break
             kept.append(t)
             rows += t.df
+        if copy is not None:
+            return copy.bm25([(t.tokens[0], t.prefix) for t in kept], r.bm25_k)
         match = " OR ".join(t.phrase for t in kept)
         if allowed is None:
             return [(c, -s) for c, s in self.index.bm25(match, r.bm25_k, r.bm25_columns)]
@@ -318,6 +328,14 @@ class Searcher:
             (match, json.dumps(sorted(allowed)), r.bm25_k))
         return [(row[0], -row[1]) for row in rows]
 
+    def _keyword_copy(self, terms: list[QueryTerm]) -> KeywordIndex | None:
+        """The in-memory keyword copy, when it scores as FTS5 would for these words: built
+        with this ranking's column weights, and every word a single term."""
+        copy = self.index.keywords()
+        if copy is None or copy.weights != tuple(self.ranking.bm25_columns):
+            return None
+        return copy if all(len(t.tokens) == 1 for t in terms) else None
+
     def query_terms(self, q: Query) -> list[QueryTerm]:
         """The query's distinct words as FTS5 indexed them, with how rare each is."""
         local = self._thread_caches()
@@ -328,16 +346,15 @@ class Searcher:
         out = []
         for word, phrase in zip(dict.fromkeys(w for w in q.words if w),
                                 fts_terms(q.words, q.partial)):
-            if phrase.endswith("*"):
-                stem = tokens.prefix(word)
-                out.append(QueryTerm(word, phrase, (stem,), True, vocab.prefix_df(stem),
-                                     vocab.idf(vocab.prefix_df(stem)),
-                                     frozenset(vocab.starting_with(stem))))
+            prefix = phrase.endswith("*")
+            found = tuple(tokens.prefix(word) if prefix else tokens.terms(word, query=True))
+            if not found:
                 continue
-            found = tuple(tokens.terms(word, query=True))
-            df = min((vocab.df(t) for t in found), default=0)
-            if found:
-                out.append(QueryTerm(word, phrase, found, False, df, vocab.idf(df)))
+            dfs = [vocab.df(t) for t in found[:-1]]
+            dfs.append(vocab.prefix_df(found[-1]) if prefix else vocab.df(found[-1]))
+            out.append(QueryTerm(word, phrase, found, prefix, min(dfs), vocab.idf(min(dfs)),
+                                 frozenset(vocab.starting_with(found[-1])) if prefix
+                                 else frozenset()))
         local.terms_for = (q, out)
         return out
 
@@ -352,6 +369,12 @@ class Searcher:
         if not terms or not chunk_ids:
             return {}, 0.0
         total = sum(t.idf for t in terms) or 1.0
+        copy = self._keyword_copy(terms)
+        if copy is not None:  # from the posting lists: no passage read or tokenized
+            share = np.zeros(len(chunk_ids))
+            for t in terms:
+                share += copy.holds(chunk_ids, t.tokens[0], t.prefix) * (t.idf / total)
+            return dict(zip(chunk_ids, share.tolist())), total
         held = self._chunk_terms(chunk_ids)
         cover = {}
         for chunk_id in chunk_ids:

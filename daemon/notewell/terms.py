@@ -83,9 +83,9 @@ class Tokens:
         return self._tokenize(text.encode("utf-8", "replace"), flags, None,
                               include_offsets=False, include_colocated=False)
 
-    def prefix(self, fragment: str) -> str:
-        """A word being typed, as FTS5 reads it for a prefix query."""
+    def prefix(self, fragment: str) -> list[str]:
+        """A word being typed, as FTS5 reads it for a prefix query (its last term is the
+        prefix; a word like ``snake_ca`` is two terms)."""
         flags = apsw.FTS5_TOKENIZE_QUERY | apsw.FTS5_TOKENIZE_PREFIX
-        found = self._tokenize(fragment.encode("utf-8", "replace"), flags, None,
-                               include_offsets=False, include_colocated=False)
-        return found[0] if found else fragment.lower()
+        return self._tokenize(fragment.encode("utf-8", "replace"), flags, None,
+                              include_offsets=False, include_colocated=False)

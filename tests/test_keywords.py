@@ -1,0 +1,75 @@
+"""The in-memory keyword copy (``notewell.keywords``) scores as FTS5's ``bm25()`` does."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from notewell.query import parse
+from notewell.search import Ranking, Searcher
+
+QUERIES = ["postgres vacuum", "banana bread walnuts", "bread", "the remote branch",
+           "lisbon tram", "vac", "ba", "recipes", "garden notes daily", "zzz nothing"]
+
+
+@pytest.fixture
+def copy(engine, notes_dir):
+    (notes_dir / "extra.md").write_text(
+        "---\naliases: [Kitchen log]\ntags: [recipes, home/garden]\n---\n"
+        "# Bread bread bread\n\n## Daily notes\n\nBanana bread again, the walnuts on top. "
+        "Bread is daily; bread is life. #recipes\n")
+    engine.sync()
+    engine.index.warm_keywords(wait=True)
+    found = engine.index.keywords()
+    assert found is not None
+    return found
+
+
+def fts5(engine, q) -> list[tuple[int, float]]:
+    s = Searcher(engine.index, engine.embedder)
+    match = " OR ".join(t.phrase for t in s.query_terms(q))
+    return [(c, -score) for c, score in engine.index.bm25(match, 1000)]
+
+
+@pytest.mark.parametrize("raw", QUERIES)
+def test_scores_match_fts5_bm25(engine, copy, raw):
+    q = parse(raw)
+    terms = Searcher(engine.index, engine.embedder).query_terms(q)
+    mine = copy.bm25([(t.tokens[0], t.prefix) for t in terms], 1000)
+    theirs = fts5(engine, q)
+    assert [c for c, _ in mine] == [c for c, _ in theirs] or (
+        sorted(mine) == pytest.approx(sorted(theirs), rel=1e-4))
+    assert dict(mine) == pytest.approx(dict(theirs), rel=1e-4, abs=1e-6)
+
+
+def test_coverage_from_the_copy_matches_coverage_from_tokenized_passages(engine, copy):
+    s = Searcher(engine.index, engine.embedder)
+    for raw in QUERIES:
+        q = parse(raw)
+        ids = [c for c, _ in fts5(engine, q)]
+        from_copy = s.coverage(q, ids)
+        engine.index.use_keyword_copy = False
+        from_text = Searcher(engine.index, engine.embedder).coverage(q, ids)
+        engine.index.use_keyword_copy = True
+        assert from_copy[1] == pytest.approx(from_text[1])
+        assert from_copy[0] == pytest.approx(from_text[0])
+
+
+def test_a_change_makes_the_copy_stale_until_rebuilt(engine, copy, notes_dir):
+    (notes_dir / "new.md").write_text("# Sourdough starter\n\nFeed the starter twice.\n")
+    engine.sync()
+    assert engine.index.keywords() is None  # FTS5 answers meanwhile ...
+    assert engine.search("sourdough starter").hits[0].note_id == "notes:new.md"
+    engine.index.warm_keywords(wait=True)  # ... until the new copy is in
+    fresh = engine.index.keywords()
+    assert fresh is not None and fresh is not copy
+    assert engine.search("sourdough starter").hits[0].note_id == "notes:new.md"
+
+
+def test_search_uses_the_copy_only_when_it_scores_like_fts5(engine, copy):
+    s = Searcher(engine.index, engine.embedder)
+    assert s._keyword_copy(s.query_terms(parse("bread"))) is copy
+    assert s._keyword_copy(s.query_terms(parse("snake_case"))) is None  # two tokens
+    other = Searcher(engine.index, engine.embedder,
+                     dataclasses.replace(Ranking(), bm25_columns=(1.0, 1.0, 1.0, 1.0)))
+    assert other._keyword_copy(other.query_terms(parse("bread"))) is None
