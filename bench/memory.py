@@ -31,7 +31,15 @@ def measure(size, vectors: str, seconds: float) -> dict:
     res: dict = {"size": str(size), "corpus": corpus.describe(), "chunks": corpus.chunks}
     edited: dict = {}
     try:
+        # Idle means ready with both in-memory copies (vectors, keywords) loaded.
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            copies = (daemon.ask("status").get("result") or {}).get("in_memory") or {}
+            if all(v is not None for v in copies.values()):
+                break
+            time.sleep(0.5)
         time.sleep(2.0)
+        res["in_memory_mb"] = {k: round((v or 0) / 2**20) for k, v in copies.items()}
         res["idle_mb"] = round(common.rss_mb(daemon.pid)[0])
         queries = [q[:i] for q in common.queries(20) for i in range(3, len(q) + 1, 2)]
         stop = threading.Event()
@@ -83,7 +91,8 @@ def measure(size, vectors: str, seconds: float) -> dict:
                 daemon.stop()
         else:
             daemon.stop()
-    print(f"idle (ready, no query yet):       {res['idle_mb']} MB")
+    print(f"idle (ready, no query yet):       {res['idle_mb']} MB "
+          f"(in-memory copies: {res['in_memory_mb']} MB)")
     print(f"under query load (4 typists):     {res['load_peak_mb']} MB peak, "
           f"{res['load_end_mb']} MB at the end")
     print(f"after a sync that embedded {EDITS} notes: {res['after_sync_mb']} MB")

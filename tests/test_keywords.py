@@ -73,3 +73,11 @@ def test_search_uses_the_copy_only_when_it_scores_like_fts5(engine, copy):
     other = Searcher(engine.index, engine.embedder,
                      dataclasses.replace(Ranking(), bm25_columns=(1.0, 1.0, 1.0, 1.0)))
     assert other._keyword_copy(other.query_terms(parse("bread"))) is None
+
+
+def test_the_copy_serves_the_vocabulary_fts5_would_give(engine, copy):
+    from notewell.terms import read_vocabulary
+
+    fts = read_vocabulary(engine.index.db)
+    assert engine.index.vocabulary() is copy.vocabulary()
+    assert copy.vocabulary().docs == fts.docs and copy.vocabulary().chunks == fts.chunks

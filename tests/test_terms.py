@@ -13,7 +13,7 @@ from notewell.terms import Tokens, Vocabulary, read_vocabulary
 
 
 def test_prefix_df_sums_the_terms_under_the_prefix_capped_at_all_chunks():
-    v = Vocabulary([("post", 3), ("postgr", 2), ("potato", 1), ("pos", 9)], chunks=10)
+    v = Vocabulary.from_pairs([("post", 3), ("postgr", 2), ("potato", 1), ("pos", 9)], 10)
     assert v.df("postgr") == 2 and v.df("nothing") == 0
     assert v.prefix_df("post") == 5
     assert v.prefix_df("po") == 10  # 15 capped: a chunk may hold several of them
@@ -21,7 +21,7 @@ def test_prefix_df_sums_the_terms_under_the_prefix_capped_at_all_chunks():
 
 
 def test_idf_falls_with_frequency_and_never_goes_negative():
-    v = Vocabulary([], chunks=1000)
+    v = Vocabulary.from_pairs([], 1000)
     assert v.idf(1) > v.idf(10) > v.idf(500) > v.idf(1000) > 0
 
 

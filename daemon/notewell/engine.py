@@ -97,6 +97,7 @@ class Engine:
             "index_bytes": _size(self.index.path),
             "sources": sources,
             "last_sync": max(syncs) if syncs else None,
+            "in_memory": self.index.copies(),
         }
 
     # -- writes -----------------------------------------------------------------------------

@@ -142,6 +142,9 @@ def connect(path: str) -> apsw.Connection:
         conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
+    # 1 MB of page cache per connection (SQLite's default is 2): the daemon keeps one per
+    # worker thread, and the in-memory copies answer the scans that would need more.
+    conn.execute("PRAGMA cache_size=-1024")
     return conn
 
 
@@ -605,10 +608,16 @@ class Index:
     def vocabulary(self) -> Vocabulary:
         """The indexed terms with their document frequencies (``terms.Vocabulary``).
 
-        Read here after a change on a small index; a large one (seconds to read) answers
-        with the previous vocabulary while the new one loads: document frequencies that
-        lag an edit by a moment weigh words all the same."""
-        vocab, stamp = self._vocab, self.chunks_epoch()
+        The keyword copy's when it is current, else read from FTS5 here after a change on
+        a small index. A large one answers with the last it has (the copy's, or FTS5's
+        read in the background): document frequencies that lag an edit by a moment weigh
+        words all the same."""
+        stamp = self.chunks_epoch()
+        copy = self._keywords if self.use_keyword_copy else None
+        if copy is not None and (copy.epoch == stamp or copy.chunks > VOCAB_LOAD_INLINE):
+            self._vocab = None  # the copy's own serves; no second list of every term
+            return copy.vocabulary()
+        vocab = self._vocab
         if vocab is not None and vocab.stamp == stamp:
             return vocab
         if vocab is None or vocab.chunks <= VOCAB_LOAD_INLINE or self.path == ":memory:":
@@ -634,6 +643,12 @@ class Index:
                 conn.close()
             with self._vcache_lock:
                 self._vocab_loading = None
+
+    def copies(self) -> dict[str, int | None]:
+        """Bytes held by the in-memory copies (vectors, keywords); None where not loaded."""
+        vectors, words = self._vcache, self._keywords
+        return {"vectors": vectors.nbytes() if vectors is not None else None,
+                "keywords": words.nbytes() if words is not None else None}
 
     def keywords(self) -> KeywordIndex | None:
         """The in-memory keyword copy (``keywords``) if it matches the index now; else None

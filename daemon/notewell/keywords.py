@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from .terms import Tokens
+from .terms import Tokens, Vocabulary
 
 K1, B = 1.2, 0.75  # FTS5's bm25() constants
 # Column weights for title, heading path, passage and tags (search.Ranking's default).
@@ -55,6 +55,15 @@ class KeywordIndex:
         self._sorted_ids, self._order = chunk_ids[order], order
         self._recent: dict[tuple[str, bool], tuple[np.ndarray, np.ndarray]] = {}
         self._recent_lock = threading.Lock()
+        self._vocabulary: Vocabulary | None = None
+
+    def vocabulary(self) -> Vocabulary:
+        """The copy's terms and document frequencies as a ``terms.Vocabulary``, sharing its
+        term list rather than holding a second one."""
+        if self._vocabulary is None:
+            self._vocabulary = Vocabulary(self.terms, np.diff(self.offsets), self.chunks,
+                                          self.epoch, self.term_index)
+        return self._vocabulary
 
     @property
     def chunks(self) -> int:
@@ -77,7 +86,7 @@ class KeywordIndex:
             found = self._postings(term, prefix)
             with self._recent_lock:
                 self._recent[key] = found
-                while len(self._recent) > 32:
+                while len(self._recent) > 8:
                     self._recent.pop(next(iter(self._recent)))
         return found
 

@@ -17,6 +17,7 @@ import math
 from collections.abc import Iterable
 
 import apsw
+import numpy as np
 
 # The tokenizer of ``chunks_fts`` (index.FTS_TOKENIZER), as apsw names it.
 TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
@@ -24,22 +25,32 @@ _LAST = "\U0010ffff"
 
 
 class Vocabulary:
-    """The indexed terms of one index with their document frequencies (chunks holding
-    them), and the number of chunks."""
+    """The indexed terms of one index (sorted) with their document frequencies (chunks
+    holding them), and the number of chunks."""
 
-    def __init__(self, terms: Iterable[tuple[str, int]], chunks: int, stamp: object = None
-                 ) -> None:
-        pairs = sorted(terms)
-        self.terms = [t for t, _ in pairs]
-        self.cumulative = [0]
-        for _, n in pairs:
-            self.cumulative.append(self.cumulative[-1] + n)
-        self.docs = dict(pairs)
+    def __init__(self, terms: list[str], dfs: np.ndarray, chunks: int, stamp: object = None,
+                 index: dict[str, int] | None = None) -> None:
+        self.terms = terms
+        self.index = index if index is not None else {t: i for i, t in enumerate(terms)}
+        self.dfs = dfs
+        self.cumulative = np.concatenate(([0], np.cumsum(dfs, dtype=np.int64)))
         self.chunks = chunks
         self.stamp = stamp
 
+    @classmethod
+    def from_pairs(cls, pairs: Iterable[tuple[str, int]], chunks: int,
+                   stamp: object = None) -> Vocabulary:
+        ordered = sorted(pairs)
+        return cls([t for t, _ in ordered], np.array([n for _, n in ordered], dtype=np.int64),
+                   chunks, stamp)
+
+    @property
+    def docs(self) -> dict[str, int]:
+        return {t: int(self.dfs[i]) for t, i in self.index.items()}
+
     def df(self, term: str) -> int:
-        return self.docs.get(term, 0)
+        i = self.index.get(term)
+        return 0 if i is None else int(self.dfs[i])
 
     def _range(self, prefix: str) -> tuple[int, int]:
         lo = bisect.bisect_left(self.terms, prefix)
@@ -49,7 +60,7 @@ class Vocabulary:
         """Chunks holding some term that starts with ``prefix``: the sum over those terms,
         an upper bound (a chunk may hold several), capped at all chunks."""
         lo, hi = self._range(prefix)
-        return min(self.cumulative[hi] - self.cumulative[lo], self.chunks)
+        return min(int(self.cumulative[hi] - self.cumulative[lo]), self.chunks)
 
     def starting_with(self, prefix: str) -> list[str]:
         lo, hi = self._range(prefix)
@@ -68,7 +79,7 @@ def read_vocabulary(conn: apsw.Connection, stamp: object = None) -> Vocabulary:
     with conn:
         rows = conn.execute("SELECT term, doc FROM temp.chunks_vocab").fetchall()
         chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
-    return Vocabulary(rows, chunks, stamp)
+    return Vocabulary.from_pairs(rows, chunks, stamp)
 
 
 class Tokens:
