@@ -32,7 +32,7 @@ _M_ARENA_MAX = -8
 _M_MMAP_THRESHOLD = -3
 
 
-def limit_heaps(arenas: int = 2, mmap_from: int = 256 * 1024) -> None:
+def limit_heaps(arenas: int = 2, mmap_from: int = 128 * 1024) -> None:
     """Keep a long-running process's heap near what it uses. Threads share ``arenas``
     malloc heaps instead of one per thread and core, and blocks from ``mmap_from`` bytes
     (a query's numpy temporaries at 100k chunks) are mapped and unmapped on their own

@@ -9,7 +9,7 @@ An answer is reused only while ``PRAGMA data_version`` of one connection held fo
 purpose is unchanged: SQLite changes it whenever any other connection commits, in this
 process (the sync thread) or another (a CLI ``notewell index``), so no write is missed.
 Entries are also dropped after ``ttl`` seconds, so nothing time-dependent in an answer
-(the "index is N minutes behind" hint) goes stale for long. Only the last 64 are kept: an
+(the "index is N minutes behind" hint) goes stale for long. Only the last 32 are kept: an
 Alfred answer of 20 items is about 60 KB of text, and up to four times that in memory as a
 Python string with non-Latin-1 characters (256 entries cost the daemon 60 MB).
 """
@@ -24,7 +24,7 @@ from collections.abc import Callable, Hashable
 
 
 class ResponseCache:
-    def __init__(self, connect: Callable[[str], object], max_entries: int = 64,
+    def __init__(self, connect: Callable[[str], object], max_entries: int = 32,
                  ttl: float = 30.0) -> None:
         self._connect = connect
         self._max = max_entries

@@ -649,7 +649,7 @@ def _like_prefix(tag: str) -> str:
 
 # Typing shows the same passages keystroke after keystroke: their cleaned text and
 # sentences are kept (by text, so an edited passage is simply another key).
-@functools.lru_cache(maxsize=2048)
+@functools.lru_cache(maxsize=512)
 def clean_passage(text: str) -> str:
     """The passage as a reader wants it copied: heading lines (already in the heading
     path), lines of nothing but tags, and Markdown list/quote/fence markers dropped."""
@@ -664,7 +664,7 @@ def snippet(text: str, words: tuple[str, ...], partial: bool, width: int = 180,
     return SnippetPicker(words, partial, weights).pick(clean_passage(text), width)
 
 
-@functools.lru_cache(maxsize=2048)
+@functools.lru_cache(maxsize=512)
 def _sentences(passage: str) -> tuple[str, ...]:
     return tuple(s.strip() for s in _SENTENCE.split(passage) if s.strip())
 
