@@ -165,17 +165,15 @@ class Index:
         self.vector_load_inline = VECTOR_LOAD_INLINE
         self._vcache: VectorCache | None = None
         self._vcache_lock = threading.Lock()
-        self._vcache_loading: threading.Thread | None = None
+        self._loading: dict[str, threading.Thread] = {}  # background loads by name
         # Changes to chunks (and their FTS rows) made through this object: what the
         # vocabulary (``terms``) and the searcher's per-keystroke caches follow.
         self.chunk_writes = 0
         self._vocab: Vocabulary | None = None
-        self._vocab_loading: threading.Thread | None = None
         # The in-memory keyword copy (``keywords``), built behind the searches.
         self.use_keyword_copy = True
         self.keyword_weights = keywords.COLUMN_WEIGHTS
         self._keywords: KeywordIndex | None = None
-        self._keywords_loading: threading.Thread | None = None
         self._keywords_next = 0.0
         self._closed = False
         # Set by ``store.open_current`` when this file replaced a damaged one: the daemon
@@ -560,14 +558,37 @@ class Index:
         a daemon calls this at start so the first query does not pay for it."""
         if self.path == ":memory:" or self._closed or not self.use_vector_copy:
             return
+        self._in_background("vectors", self._load_vectors, wait)
+
+    def _in_background(self, what: str, load: Callable[[apsw.Connection], None],
+                       wait: bool = False, not_before: float = 0.0) -> None:
+        """Run ``load`` on a connection of its own in a background thread, one per
+        ``what`` at a time (none before ``not_before`` unless waited for)."""
         with self._vcache_lock:
-            thread = self._vcache_loading
-            if not thread:
-                thread = self._vcache_loading = threading.Thread(
-                    target=self._load_vectors, name="notewell-vectors", daemon=True)
+            thread = self._loading.get(what)
+            if thread is None:
+                if not wait and time.monotonic() < not_before:
+                    return
+                thread = self._loading[what] = threading.Thread(
+                    target=self._run_loader, args=(what, load), name=f"notewell-{what}",
+                    daemon=True)
                 thread.start()
         if wait:
             thread.join()
+
+    def _run_loader(self, what: str, load: Callable[[apsw.Connection], None]) -> None:
+        conn = None
+        try:
+            conn = connect(self.path)
+            load(conn)
+        except apsw.Error:  # closed or replaced meanwhile: the next query starts again
+            pass
+        finally:
+            if conn is not None:
+                conn.close()
+            release_memory()  # loading goes through batches several times a copy's size
+            with self._vcache_lock:
+                self._loading.pop(what, None)
 
     def _pull(self, cache: VectorCache, db: apsw.Connection) -> bool:
         """Append vectors newer than the cache's; ``False`` if the epoch moved meanwhile."""
@@ -585,25 +606,13 @@ class Index:
             _append_rows(cache, rows, max_id)
             return True
 
-    def _load_vectors(self) -> None:
-        conn = None
-        try:
-            conn = connect(self.path)
-            cache = self._vcache
-            epoch, _ = _vector_state(conn)
-            if cache is None or cache.epoch != epoch or not self._pull(cache, conn):
-                cache = _read_vectors(conn, self.settings.dim, lambda: self._closed)
-                if cache is not None:
-                    self._vcache = cache
-                # Reading went through float batches several times the copy's size.
-                release_memory()
-        except apsw.Error:  # closed or replaced meanwhile: the next query starts again
-            pass
-        finally:
-            if conn is not None:
-                conn.close()
-            with self._vcache_lock:
-                self._vcache_loading = None
+    def _load_vectors(self, conn: apsw.Connection) -> None:
+        cache = self._vcache
+        epoch, _ = _vector_state(conn)
+        if cache is None or cache.epoch != epoch or not self._pull(cache, conn):
+            cache = _read_vectors(conn, self.settings.dim, lambda: self._closed)
+            if cache is not None:
+                self._vcache = cache
 
     def vocabulary(self) -> Vocabulary:
         """The indexed terms with their document frequencies (``terms.Vocabulary``).
@@ -623,26 +632,11 @@ class Index:
         if vocab is None or vocab.chunks <= VOCAB_LOAD_INLINE or self.path == ":memory:":
             self._vocab = read_vocabulary(self.db, stamp)
             return self._vocab
-        with self._vcache_lock:
-            if self._vocab_loading is None:
-                self._vocab_loading = threading.Thread(
-                    target=self._load_vocabulary, args=(stamp,), name="notewell-vocabulary",
-                    daemon=True)
-                self._vocab_loading.start()
+        self._in_background("vocabulary", self._load_vocabulary)
         return vocab
 
-    def _load_vocabulary(self, stamp: str) -> None:
-        conn = None
-        try:
-            conn = connect(self.path)
-            self._vocab = read_vocabulary(conn, stamp)
-        except apsw.Error:  # closed or replaced meanwhile: the next query starts again
-            pass
-        finally:
-            if conn is not None:
-                conn.close()
-            with self._vcache_lock:
-                self._vocab_loading = None
+    def _load_vocabulary(self, conn: apsw.Connection) -> None:
+        self._vocab = read_vocabulary(conn, _chunks_epoch(conn))
 
     def copies(self) -> dict[str, int | None]:
         """Bytes held by the in-memory copies (vectors, keywords); None where not loaded."""
@@ -670,34 +664,14 @@ class Index:
         if self.path == ":memory:":  # no other connection sees its rows: build here
             self._keywords = _read_keywords(self.db, self.keyword_weights)
             return
-        with self._vcache_lock:
-            thread = self._keywords_loading
-            if thread is None:
-                if not wait and time.monotonic() < self._keywords_next:
-                    return
-                thread = self._keywords_loading = threading.Thread(
-                    target=self._load_keywords, name="notewell-keywords", daemon=True)
-                thread.start()
-        if wait:
-            thread.join()
+        self._in_background("keywords", self._load_keywords, wait, self._keywords_next)
 
-    def _load_keywords(self) -> None:
-        conn = None
+    def _load_keywords(self, conn: apsw.Connection) -> None:
         start = time.monotonic()
-        try:
-            conn = connect(self.path)
-            copy = _read_keywords(conn, self.keyword_weights, lambda: self._closed)
-            if copy is not None:
-                self._keywords = copy
-        except apsw.Error:  # closed or replaced meanwhile: the next query starts again
-            pass
-        finally:
-            if conn is not None:
-                conn.close()
-            release_memory()
-            with self._vcache_lock:
-                self._keywords_next = time.monotonic() + 2 * (time.monotonic() - start)
-                self._keywords_loading = None
+        copy = _read_keywords(conn, self.keyword_weights, lambda: self._closed)
+        if copy is not None:
+            self._keywords = copy
+        self._keywords_next = time.monotonic() + 2 * (time.monotonic() - start)
 
     def bm25(self, match: str, k: int, weights: Sequence[float] = (4.0, 2.0, 1.0, 2.0)
              ) -> list[tuple[int, float]]:
