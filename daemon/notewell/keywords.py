@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import math
 import threading
+import time
 from array import array
 from collections.abc import Iterable, Sequence
 
@@ -183,8 +184,12 @@ def build(rows: Iterable[tuple[int, str, str, str, str]], tokens: Tokens,
     chunk_ids = array("q")
     lengths = array("H")
     for position, (chunk_id, *columns) in enumerate(rows):
-        if position % 4096 == 0 and cancelled():
-            return None
+        if position % 8 == 0:
+            # Hand the GIL over: this loop is pure Python for seconds on a large index,
+            # and a search waiting on it took 137 ms instead of 10 (bench: 100k chunks).
+            time.sleep(0)
+            if position % 4096 == 0 and cancelled():
+                return None
         counts: dict[str, float] = {}
         length = 0
         for text, weight in zip(columns, weights):
