@@ -258,6 +258,9 @@ def edit_part(args) -> dict:
         try:
             engine.sync()  # settle: nothing to do
             engine.search("warm up")
+            # As a warm daemon has them: the in-memory copies loaded.
+            engine.index.warm_vectors(wait=True)
+            engine.index.warm_keywords(wait=True)
             for n, path in enumerate(picks):
                 word = f"zqxedit{n}{int(time.time())}"
                 originals[path] = path.read_text(encoding="utf-8")

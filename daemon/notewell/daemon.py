@@ -246,6 +246,10 @@ class Daemon:
             # Hand back what queries freed: glibc keeps it per thread (bench/memory.py:
             # 125 MB of 570 at 100k chunks under load); about 4 ms, at most every poll.
             release_memory()
+            # Notes a change of the chunks, and rebuilds the keyword copy once they have
+            # been still for a while, even when nobody is searching.
+            with contextlib.suppress(Exception):
+                self.engine.index.keywords()
             if self.watcher is None:
                 self._sync_once(None, since=time.time())
                 continue

@@ -41,6 +41,8 @@ VECTOR_LOAD_INLINE = 2000
 # Up to this many chunks the vocabulary is re-read on the query's thread after a change
 # (about 3 ms per 1,000 chunks); beyond, in the background.
 VOCAB_LOAD_INLINE = 5_000
+# Seconds the chunks must stay unchanged before the keyword copy is rebuilt.
+KEYWORDS_QUIET = 2.0
 # New vectors fetched on the query's own thread (an edit adds a few); more load behind it.
 VECTOR_PULL_INLINE = 256
 
@@ -175,6 +177,7 @@ class Index:
         self.keyword_weights = keywords.COLUMN_WEIGHTS
         self._keywords: KeywordIndex | None = None
         self._keywords_next = 0.0
+        self._epoch_seen: tuple[str, float] = ("", 0.0)
         self._closed = False
         # Set by ``store.open_current`` when this file replaced a damaged one: the daemon
         # reports "rebuilding" until a first full sync has filled it again.
@@ -649,10 +652,17 @@ class Index:
         (FTS5 answers) while a new one is built behind."""
         if self._closed or not self.use_keyword_copy:
             return None
+        epoch, now = self.chunks_epoch(), time.monotonic()
         copy = self._keywords
-        if copy is not None and copy.epoch == self.chunks_epoch():
+        if copy is not None and copy.epoch == epoch:
             return copy
-        self.warm_keywords()
+        # Rebuild once the chunks have been still for a moment: during a burst of edits
+        # a rebuild would compete with the syncs (one edit in 10,000 notes became
+        # searchable in 0.76 s instead of 0.3) and be stale before it finished.
+        if self._epoch_seen[0] != epoch:
+            self._epoch_seen = (epoch, now)
+        if copy is None or now - self._epoch_seen[1] >= KEYWORDS_QUIET:
+            self.warm_keywords()
         return None
 
     def warm_keywords(self, wait: bool = False) -> None:
