@@ -341,6 +341,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"notes:   {status['notes']}   chunks: {status['chunks']}")
     print(f"model:   {status['model']}")
     print(f"index:   v{status['index_version']} {status['index_path']}")
+    copies = status.get("in_memory") or {}
+    if status.get("pid"):  # a running daemon's copies; a one-shot command keeps none
+        print("memory:  " + ", ".join(
+            f"{name} copy {'loading' if size is None else f'{size / 2**20:.0f} MB'}"
+            for name, size in copies.items()))
     for s in status["sources"]:
         when = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s["last_sync"]))
                 if s["last_sync"] else "never")
