@@ -55,15 +55,42 @@ def test_coverage_from_the_copy_matches_coverage_from_tokenized_passages(engine,
         assert from_copy[0] == pytest.approx(from_text[0])
 
 
-def test_a_change_makes_the_copy_stale_until_rebuilt(engine, copy, notes_dir):
-    (notes_dir / "new.md").write_text("# Sourdough starter\n\nFeed the starter twice.\n")
+def test_a_sync_brings_the_copy_along_and_it_still_scores_like_fts5(engine, copy,
+                                                                     notes_dir):
+    (notes_dir / "new.md").write_text("# Sourdough starter\n\nFeed the bread starter twice.\n")
+    (notes_dir / "extra.md").write_text("# Bread, once\n\nOnly one loaf of bread now.\n")
+    (notes_dir / "travel" / "lisbon.md").unlink()
     engine.sync()
-    assert engine.index.keywords() is None  # FTS5 answers meanwhile ...
+    moved = engine.index.keywords()
+    assert moved is not None and moved is not copy  # followed, not rebuilt
+    assert moved.base_size == copy.base_size and moved.delta
     assert engine.search("sourdough starter").hits[0].note_id == "notes:new.md"
+    for raw in [*QUERIES, "sourdough", "loaf bread", "tram"]:
+        q = parse(raw)
+        terms = Searcher(engine.index, engine.embedder).query_terms(q)
+        mine = dict(moved.bm25([(t.tokens[0], t.prefix) for t in terms], 1000))
+        assert mine == pytest.approx(dict(fts5(engine, q)), rel=1e-4, abs=1e-6), raw
+
+
+def test_a_write_by_another_process_makes_the_copy_stale_until_rebuilt(engine, copy,
+                                                                       notes_dir):
+    from notewell.index import Index
+
+    other = Index(engine.index.path, engine.index.settings)  # another writer, same file
+    other.delete_note("notes:travel/lisbon.md")
+    other.close()
+    assert engine.index.keywords() is None  # FTS5 answers meanwhile ...
+    assert "notes:travel/lisbon.md" not in [h.note_id for h in engine.search("lisbon").hits]
     engine.index.warm_keywords(wait=True)  # ... until the new copy is in
     fresh = engine.index.keywords()
-    assert fresh is not None and fresh is not copy
-    assert engine.search("sourdough starter").hits[0].note_id == "notes:new.md"
+    assert fresh is not None and fresh.delta == {} and fresh.chunks == copy.chunks - 1
+
+
+def test_many_changes_ask_for_a_rebuild_instead(engine, copy):
+    rows = [(10_000 + i, f"t{i}", "", f"word{i} body", "") for i in range(600)]
+    from notewell.terms import Tokens
+
+    assert copy.with_changes([], rows, Tokens(engine.index.db), "e") is None
 
 
 def test_search_uses_the_copy_only_when_it_scores_like_fts5(engine, copy):

@@ -365,12 +365,15 @@ class Index:
 
         ``chunks`` holds (chunk, url, embedding hash); every hash must already be stored
         with ``add_embeddings``."""
+        removed: list[int] = []
+        added: list[tuple[int, str, str, str, str]] = []
         with self.db:
+            before = self.chunks_epoch()
             old = self.db.execute(
                 "SELECT id FROM notes WHERE note_id = ?", (note.note_id,)
             ).fetchone()
             if old:
-                self._delete_rows(old[0])
+                removed = self._delete_rows(old[0])
             self.db.execute(
                 """INSERT INTO notes(note_id, source, kind, title, path, url, tags, aliases,
                    created, modified, archived, fingerprint, content_hash, indexed_at)
@@ -396,11 +399,13 @@ class Index:
                     (rowid, chunk.seq, " > ".join(chunk.heading_path), chunk.anchor, url,
                      chunk.text, emb[0]),
                 )
+                row = (self.db.last_insert_rowid(), *keywords.columns(
+                    note.title, note.aliases, chunk.heading_path, chunk.text, note.tags))
                 self.db.execute(
                     "INSERT INTO chunks_fts(rowid, title, heading, body, tags) VALUES (?,?,?,?,?)",
-                    (self.db.last_insert_rowid(), *keywords.columns(
-                        note.title, note.aliases, chunk.heading_path, chunk.text, note.tags)),
-                )
+                    row)
+                added.append(row)
+        self._keywords_follow(before, removed, added)
 
     def touch_note(self, note_id: str, fingerprint: str, url: str | None = None) -> None:
         """Record a new fingerprint for a note whose content did not change."""
@@ -411,10 +416,26 @@ class Index:
             )
 
     def delete_note(self, note_id: str) -> None:
+        removed: list[int] = []
         with self.db:
+            before = self.chunks_epoch()
             row = self.db.execute("SELECT id FROM notes WHERE note_id = ?", (note_id,)).fetchone()
             if row:
-                self._delete_rows(row[0])
+                removed = self._delete_rows(row[0])
+        if removed:
+            self._keywords_follow(before, removed, [])
+
+    def _keywords_follow(self, before: str, removed: list[int],
+                         added: list[tuple[int, str, str, str, str]]) -> None:
+        """After a committed write that took the chunks from epoch ``before`` to now: bring
+        a keyword copy that was current along (``KeywordIndex.with_changes``), so a sync of
+        a few notes does not cost a rebuild; a stale copy waits for one."""
+        copy = self._keywords
+        if copy is None or copy.epoch != before or self.path == ":memory:":
+            return
+        moved = copy.with_changes(removed, added, Tokens(self.db), self.chunks_epoch())
+        if moved is not None:  # else too much changed: stale, rebuilt once writes settle
+            self._keywords = moved
 
     def _chunks_changed(self) -> None:
         """Inside a write transaction that changes chunks: move ``chunks_epoch``, which the
@@ -427,14 +448,18 @@ class Index:
     def chunks_epoch(self) -> str:
         return _chunks_epoch(self.db)
 
-    def _delete_rows(self, rowid: int) -> None:
+    def _delete_rows(self, rowid: int) -> list[int]:
+        """Delete a note's rows; returns the ids of the chunks that went."""
         self._chunks_changed()
+        chunk_ids = [r[0] for r in self.db.execute("SELECT id FROM chunks WHERE note = ?",
+                                                   (rowid,))]
         # Virtual tables see no foreign keys: clear the FTS rows by hand first.
         self.db.execute(
             "DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE note = ?)",
             (rowid,),
         )
         self.db.execute("DELETE FROM notes WHERE id = ?", (rowid,))
+        return chunk_ids
 
     def drop_source(self, source: str) -> int:
         ids = [r[0] for r in self.db.execute("SELECT note_id FROM notes WHERE source = ?",

@@ -40,20 +40,35 @@ class KeywordIndex:
 
     def __init__(self, terms: list[str], offsets: np.ndarray, docs: np.ndarray,
                  freqs: np.ndarray, chunk_ids: np.ndarray, lengths: np.ndarray,
-                 weights: tuple[float, ...], epoch: str) -> None:
+                 weights: tuple[float, ...], epoch: str, *,
+                 delta: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
+                 alive: np.ndarray | None = None, base_size: int | None = None,
+                 term_index: dict[str, int] | None = None) -> None:
+        # The base: the posting lists as built, shared (never changed) by every copy
+        # derived from this one with ``with_changes``.
         self.terms = terms
-        self.term_index = {t: i for i, t in enumerate(terms)}
+        self.term_index = term_index if term_index is not None else {
+            t: i for i, t in enumerate(terms)}
         self.offsets = offsets
         self.docs = docs
         self.freqs = freqs
+        self.base_size = len(chunk_ids) if base_size is None else base_size
+        # Chunks added since (positions from ``base_size`` on) and which chunks are gone.
+        self.delta = delta or {}
+        self._delta_terms = sorted(self.delta)
+        self.alive = alive
         self.chunk_ids = chunk_ids
         self.lengths = lengths
-        avg_length = float(lengths.mean()) if len(lengths) else 1.0
-        # BM25's length normalisation per chunk, fixed for the copy's life.
+        live = lengths if alive is None else lengths[alive]
+        avg_length = float(live.mean()) if len(live) else 1.0
+        # BM25's length normalisation per chunk, as FTS5 computes it over the live chunks.
         self.norm = (K1 * (1 - B + B * lengths / avg_length)).astype(np.float32)
         self.weights = weights
         self.epoch = epoch
+        self._live = len(chunk_ids) if alive is None else int(alive.sum())
         order = np.argsort(chunk_ids, kind="stable")
+        if alive is not None:
+            order = order[alive[order]]
         self._sorted_ids, self._order = chunk_ids[order], order
         self._recent: dict[tuple[str, bool], tuple[np.ndarray, np.ndarray]] = {}
         self._recent_lock = threading.Lock()
@@ -69,11 +84,13 @@ class KeywordIndex:
 
     @property
     def chunks(self) -> int:
-        return len(self.chunk_ids)
+        """Chunks in the copy now (added ones in, removed ones out)."""
+        return self._live
 
     def nbytes(self) -> int:
-        arrays = (self.offsets, self.docs, self.freqs, self.chunk_ids, self.lengths,
-                  self._sorted_ids, self._order)
+        arrays = [self.offsets, self.docs, self.freqs, self.chunk_ids, self.lengths,
+                  self.norm, self._sorted_ids, self._order]
+        arrays += [a for pair in self.delta.values() for a in pair]
         return sum(a.nbytes for a in arrays)
 
     # -- reading --------------------------------------------------------------------------
@@ -93,22 +110,67 @@ class KeywordIndex:
         return found
 
     def _postings(self, term: str, prefix: bool) -> tuple[np.ndarray, np.ndarray]:
+        size = len(self.chunk_ids)
         if not prefix:
             i = self.term_index.get(term)
-            if i is None:
+            parts = [] if i is None else [(self.docs[self.offsets[i]:self.offsets[i + 1]],
+                                           self.freqs[self.offsets[i]:self.offsets[i + 1]])]
+            if term in self.delta:
+                parts.append(self.delta[term])
+            if not parts:
                 return _EMPTY_DOCS, _EMPTY_FREQS
-            lo, hi = self.offsets[i], self.offsets[i + 1]
-            return self.docs[lo:hi], self.freqs[lo:hi].astype(np.float32)
-        first = bisect.bisect_left(self.terms, term)
-        last = bisect.bisect_left(self.terms, term + "\U0010ffff", first)
-        lo, hi = self.offsets[first], self.offsets[last]
-        if last - first == 1:
-            return self.docs[lo:hi], self.freqs[lo:hi].astype(np.float32)
-        # Summed per chunk through a dense count: linear, where sorting was n log n.
-        summed = np.bincount(self.docs[lo:hi], weights=self.freqs[lo:hi],
-                             minlength=self.chunks)
-        docs = np.flatnonzero(summed).astype(np.int32)
-        return docs, summed[docs].astype(np.float32)
+            docs = np.concatenate([d for d, _ in parts]) if len(parts) > 1 else parts[0][0]
+            freqs = np.concatenate([f for _, f in parts]).astype(np.float32)
+        else:
+            first = bisect.bisect_left(self.terms, term)
+            last = bisect.bisect_left(self.terms, term + "\U0010ffff", first)
+            lo, hi = self.offsets[first], self.offsets[last]
+            extra = self._delta_terms[bisect.bisect_left(self._delta_terms, term):
+                                      bisect.bisect_left(self._delta_terms, term + "\U0010ffff")]
+            if last - first == 1 and not extra:
+                docs, freqs = self.docs[lo:hi], self.freqs[lo:hi].astype(np.float32)
+            else:
+                # Summed per chunk through a dense count: linear, where sorting was n log n.
+                all_docs = np.concatenate([self.docs[lo:hi]] + [self.delta[t][0] for t in extra])
+                weights = np.concatenate([self.freqs[lo:hi].astype(np.float32)]
+                                         + [self.delta[t][1] for t in extra])
+                summed = np.bincount(all_docs, weights=weights, minlength=size)
+                docs = np.flatnonzero(summed).astype(np.int32)
+                freqs = summed[docs].astype(np.float32)
+        if self.alive is not None:
+            keep = self.alive[docs]
+            docs, freqs = docs[keep], freqs[keep]
+        return docs, freqs
+
+    def with_changes(self, removed: Sequence[int], added: Sequence[tuple[int, str, str, str,
+                                                                        str]],
+                     tokens: Tokens, epoch: str) -> KeywordIndex | None:
+        """A copy with the chunks ``removed`` gone and ``added`` (rows as for ``build``)
+        in, sharing this one's posting lists: what a sync of a few notes costs instead of
+        a rebuild. None once the changes outgrow a tenth of the base: rebuild then."""
+        added_total = len(self.chunk_ids) - self.base_size + len(added)
+        if added_total > max(500, self.base_size // 10):
+            return None
+        alive = (np.ones(len(self.chunk_ids), dtype=bool) if self.alive is None
+                 else self.alive.copy())
+        gone = self.positions(removed)
+        alive[gone[gone >= 0]] = False
+        fresh = build(added, tokens, self.weights, epoch, start=len(self.chunk_ids))
+        assert fresh is not None
+        delta = {t: pair for t, pair in self.delta.items()}
+        for term, i in fresh.term_index.items():
+            lo, hi = fresh.offsets[i], fresh.offsets[i + 1]
+            docs, freqs = fresh.docs[lo:hi], fresh.freqs[lo:hi].astype(np.float32)
+            if term in delta:
+                docs = np.concatenate((delta[term][0], docs))
+                freqs = np.concatenate((delta[term][1], freqs))
+            delta[term] = (docs, freqs)
+        return KeywordIndex(
+            self.terms, self.offsets, self.docs, self.freqs,
+            np.concatenate((self.chunk_ids, fresh.chunk_ids)),
+            np.concatenate((self.lengths, fresh.lengths)), self.weights, epoch,
+            delta=delta, alive=np.concatenate((alive, np.ones(len(added), dtype=bool))),
+            base_size=self.base_size, term_index=self.term_index)
 
     def holds(self, chunk_ids: Sequence[int], term: str, prefix: bool = False) -> np.ndarray:
         """For each of ``chunk_ids``, whether it holds ``term`` (or a term starting with it)."""
@@ -136,7 +198,7 @@ class KeywordIndex:
         n = self.chunks
         if not n or not phrases:
             return []
-        scores = np.zeros(n, dtype=np.float32)
+        scores = np.zeros(len(self.chunk_ids), dtype=np.float32)
         norm = self.norm
         for term, prefix in phrases:
             docs, freqs = self.postings(term, prefix)
@@ -178,9 +240,10 @@ def usable_weights(weights: Sequence[float]) -> bool:
 
 def build(rows: Iterable[tuple[int, str, str, str, str]], tokens: Tokens,
           weights: tuple[float, ...], epoch: str = "",
-          cancelled=lambda: False) -> KeywordIndex | None:
+          cancelled=lambda: False, start: int = 0) -> KeywordIndex | None:
     """A copy from ``(chunk id, title, heading, body, tags)`` rows, the four FTS5 columns as
-    they were indexed; None if ``cancelled()`` turns true on the way."""
+    they were indexed (positions counted from ``start``); None if ``cancelled()`` turns
+    true on the way."""
     postings: dict[str, tuple[array, array]] = {}
     chunk_ids = array("q")
     lengths = array("H")
@@ -204,7 +267,7 @@ def build(rows: Iterable[tuple[int, str, str, str, str]], tokens: Tokens,
             entry = postings.get(term)
             if entry is None:
                 entry = postings[term] = (array("i"), array("B"))
-            entry[0].append(position)
+            entry[0].append(start + position)
             entry[1].append(min(round(freq), _MAX_FREQ))
     terms = sorted(postings)
     offsets = np.zeros(len(terms) + 1, dtype=np.int64)
