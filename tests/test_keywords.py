@@ -108,3 +108,27 @@ def test_the_copy_serves_the_vocabulary_fts5_would_give(engine, copy):
     fts = read_vocabulary(engine.index.db)
     assert engine.index.vocabulary() is copy.vocabulary()
     assert copy.vocabulary().docs == fts.docs and copy.vocabulary().chunks == fts.chunks
+
+
+def test_a_copy_that_followed_from_a_near_empty_index_knows_the_new_words(engine, notes_dir):
+    """A daemon builds its copy at start, often before its first sync has written much:
+    the notes then arrive through ``with_changes``, and their words must count in the
+    vocabulary (their coverage came out 0 and keyword hits lost all weight)."""
+    for path in notes_dir.rglob("*.md"):
+        path.unlink()
+    engine.sync()
+    engine.index.warm_keywords(wait=True)
+    empty = engine.index.keywords()
+    assert empty is not None and empty.chunks == 0
+    (notes_dir / "fresh.md").write_text("# Quokka census\n\nCounting quokkas on Rottnest.\n")
+    engine.sync()
+    moved = engine.index.keywords()
+    assert moved is not None and moved.base_size == 0
+    vocab = engine.index.vocabulary()
+    assert vocab.df("quokka") == 1 and vocab.prefix_df("quok") == 1
+    assert "quokka" in vocab.starting_with("quo")
+    q = parse("quokka cens")
+    ids = [c for c, _ in Searcher(engine.index, engine.embedder)._bm25(q, None)]
+    cover, _ = Searcher(engine.index, engine.embedder).coverage(q, ids)
+    assert ids and cover[ids[0]] == pytest.approx(1.0)
+    assert engine.search("quokka cens").hits[0].note_id == "notes:fresh.md"

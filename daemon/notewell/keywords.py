@@ -76,10 +76,13 @@ class KeywordIndex:
 
     def vocabulary(self) -> Vocabulary:
         """The copy's terms and document frequencies as a ``terms.Vocabulary``, sharing its
-        term list rather than holding a second one."""
+        term list rather than holding a second one; chunks added since the build count
+        too (removed ones are not subtracted: a frequency a few edits high weighs the
+        same)."""
         if self._vocabulary is None:
-            self._vocabulary = Vocabulary(self.terms, np.diff(self.offsets), self.chunks,
-                                          self.epoch, self.term_index)
+            self._vocabulary = Vocabulary(
+                self.terms, np.diff(self.offsets), self.chunks, self.epoch, self.term_index,
+                extra={t: len(docs) for t, (docs, _) in self.delta.items()})
         return self._vocabulary
 
     @property

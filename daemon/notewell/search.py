@@ -454,6 +454,10 @@ class Searcher:
         scores = {c: r.dense_share * (v - low) / spread for c, v in cosine.items()}
         cover, mass = self.coverage(q, [c for c, _ in lexical])
         for chunk_id, score in lexical:
+            if chunk_id not in scores:
+                # Gone since the keyword side found it (a sync committed in between):
+                # nothing to rank or show.
+                continue
             share = cover.get(chunk_id, 0.0)
             trust = max(ramp(share, r.coverage_floor, 1.0) ** r.coverage_power,
                         ramp(share * mass, r.matched_idf_low, r.matched_idf_high))

@@ -29,13 +29,18 @@ class Vocabulary:
     holding them), and the number of chunks."""
 
     def __init__(self, terms: list[str], dfs: np.ndarray, chunks: int, stamp: object = None,
-                 index: dict[str, int] | None = None) -> None:
+                 index: dict[str, int] | None = None,
+                 extra: dict[str, int] | None = None) -> None:
         self.terms = terms
         self.index = index if index is not None else {t: i for i, t in enumerate(terms)}
         self.dfs = dfs
         self.cumulative = np.concatenate(([0], np.cumsum(dfs, dtype=np.int64)))
         self.chunks = chunks
         self.stamp = stamp
+        # Chunks holding each term beyond ``dfs`` (a keyword copy's chunks added since it
+        # was built), kept apart so ``terms`` can stay shared with the copy.
+        self.extra = extra or {}
+        self._extra_terms = sorted(self.extra)
 
     @classmethod
     def from_pairs(cls, pairs: Iterable[tuple[str, int]], chunks: int,
@@ -46,11 +51,18 @@ class Vocabulary:
 
     @property
     def docs(self) -> dict[str, int]:
-        return {t: int(self.dfs[i]) for t, i in self.index.items()}
+        found = {t: int(self.dfs[i]) for t, i in self.index.items()}
+        for t, n in self.extra.items():
+            found[t] = found.get(t, 0) + n
+        return found
 
     def df(self, term: str) -> int:
         i = self.index.get(term)
-        return 0 if i is None else int(self.dfs[i])
+        return (0 if i is None else int(self.dfs[i])) + self.extra.get(term, 0)
+
+    def _extra_range(self, prefix: str) -> list[str]:
+        lo = bisect.bisect_left(self._extra_terms, prefix)
+        return self._extra_terms[lo:bisect.bisect_left(self._extra_terms, prefix + _LAST, lo)]
 
     def _range(self, prefix: str) -> tuple[int, int]:
         lo = bisect.bisect_left(self.terms, prefix)
@@ -60,11 +72,14 @@ class Vocabulary:
         """Chunks holding some term that starts with ``prefix``: the sum over those terms,
         an upper bound (a chunk may hold several), capped at all chunks."""
         lo, hi = self._range(prefix)
-        return min(int(self.cumulative[hi] - self.cumulative[lo]), self.chunks)
+        added = sum(self.extra[t] for t in self._extra_range(prefix))
+        return min(int(self.cumulative[hi] - self.cumulative[lo]) + added, self.chunks)
 
     def starting_with(self, prefix: str) -> list[str]:
         lo, hi = self._range(prefix)
-        return self.terms[lo:hi]
+        found = self.terms[lo:hi]
+        more = [t for t in self._extra_range(prefix) if t not in self.index]
+        return found + more if more else found
 
     def idf(self, df: int) -> float:
         """BM25's IDF in the form that never goes negative for very common words."""
