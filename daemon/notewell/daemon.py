@@ -217,11 +217,10 @@ class Daemon:
             self.state, self.problem = "error", f"{type(e).__name__}: {e}"
             log.exception("engine failed to start")
             return
-        # The in-memory vector and keyword copies load in the background now, so the
-        # first keystroke does not pay for them (index.Index.warm_vectors, warm_keywords).
+        # The in-memory vector copy loads in the background now, so the first keystroke
+        # does not pay for it (index.Index.warm_vectors).
         with contextlib.suppress(Exception):
             self.engine.index.warm_vectors()
-            self.engine.index.warm_keywords()
         # Baselines first, then one full sync: a change made during that sync is seen.
         self.watcher = ChangeWatcher(self.engine.sources, debounce=self.debounce,
                                      poll_seconds=self.poll_seconds, use_events=self.use_events,
@@ -235,6 +234,10 @@ class Daemon:
                           self.poll_seconds)
             self.watcher = None
         self._sync_once(None, since=time.time())
+        # The keyword copy after that first sync, not before: built earlier it would hold
+        # an index the sync is still changing (FTS5 answers meanwhile).
+        with contextlib.suppress(Exception):
+            self.engine.index.warm_keywords()
         while not self.stop_event.is_set():
             # Sleep until a debounced change is due, a sync is asked for, or (at the latest)
             # poll_seconds, to pick up a rebuilt index.

@@ -168,15 +168,11 @@ class Index:
         self._vcache: VectorCache | None = None
         self._vcache_lock = threading.Lock()
         self._loading: dict[str, threading.Thread] = {}  # background loads by name
-        # Changes to chunks (and their FTS rows) made through this object: what the
-        # vocabulary (``terms``) and the searcher's per-keystroke caches follow.
-        self.chunk_writes = 0
         self._vocab: Vocabulary | None = None
         # The in-memory keyword copy (``keywords``), built behind the searches.
         self.use_keyword_copy = True
         self.keyword_weights = keywords.COLUMN_WEIGHTS
         self._keywords: KeywordIndex | None = None
-        self._keywords_next = 0.0
         self._epoch_seen: tuple[str, float] = ("", 0.0)
         self._closed = False
         # Set by ``store.open_current`` when this file replaced a damaged one: the daemon
@@ -440,7 +436,6 @@ class Index:
     def _chunks_changed(self) -> None:
         """Inside a write transaction that changes chunks: move ``chunks_epoch``, which the
         in-memory copies (keywords, vocabulary) and the searcher's caches follow."""
-        self.chunk_writes += 1
         self.db.execute("INSERT INTO meta(key, value) VALUES ('chunks_epoch', ?) "
                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                         (os.urandom(8).hex(),))
@@ -589,14 +584,12 @@ class Index:
         self._in_background("vectors", self._load_vectors, wait)
 
     def _in_background(self, what: str, load: Callable[[apsw.Connection], None],
-                       wait: bool = False, not_before: float = 0.0) -> None:
+                       wait: bool = False) -> None:
         """Run ``load`` on a connection of its own in a background thread, one per
-        ``what`` at a time (none before ``not_before`` unless waited for)."""
+        ``what`` at a time."""
         with self._vcache_lock:
             thread = self._loading.get(what)
             if thread is None:
-                if not wait and time.monotonic() < not_before:
-                    return
                 thread = self._loading[what] = threading.Thread(
                     target=self._run_loader, args=(what, load), name=f"notewell-{what}",
                     daemon=True)
@@ -691,24 +684,20 @@ class Index:
         return None
 
     def warm_keywords(self, wait: bool = False) -> None:
-        """Build the keyword copy (in the background unless ``wait``). A copy of a large
-        index takes seconds to build, so a new build starts at most once every three build
-        times: under a stream of edits FTS5 answers between builds."""
+        """Build the keyword copy (in the background unless ``wait``)."""
         if self._closed or not self.use_keyword_copy:
             return
         if self.path == ":memory:":  # no other connection sees its rows: build here
             self._keywords = _read_keywords(self.db, self.keyword_weights)
             return
-        self._in_background("keywords", self._load_keywords, wait, self._keywords_next)
+        self._in_background("keywords", self._load_keywords, wait)
 
     def _load_keywords(self, conn: apsw.Connection) -> None:
-        start = time.monotonic()
         copy = _read_keywords(conn, self.keyword_weights, lambda: self._closed)
         if copy is not None:
             self._keywords = copy
-        self._keywords_next = time.monotonic() + 2 * (time.monotonic() - start)
 
-    def bm25(self, match: str, k: int, weights: Sequence[float] = (4.0, 2.0, 1.0, 2.0)
+    def bm25(self, match: str, k: int, weights: Sequence[float] = keywords.COLUMN_WEIGHTS
              ) -> list[tuple[int, float]]:
         """(chunk id, bm25 score, lower is better) for an FTS5 MATCH expression."""
         w = ", ".join(str(float(x)) for x in weights)
