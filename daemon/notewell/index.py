@@ -26,7 +26,7 @@ import numpy as np
 import sqlite_vec
 
 from . import keywords
-from .keywords import KeywordIndex
+from .keywords import COLUMN_WEIGHTS, KeywordIndex
 from .memory import release_memory
 from .notes import Chunk, Note
 from .terms import Tokens, Vocabulary, read_vocabulary
@@ -171,7 +171,7 @@ class Index:
         self._vocab: Vocabulary | None = None
         # The in-memory keyword copy (``keywords``), built behind the searches.
         self.use_keyword_copy = True
-        self.keyword_weights = keywords.COLUMN_WEIGHTS
+        self.keyword_weights = COLUMN_WEIGHTS
         self._keywords: KeywordIndex | None = None
         self._epoch_seen: tuple[str, float] = ("", 0.0)
         self._closed = False
@@ -697,7 +697,7 @@ class Index:
         if copy is not None:
             self._keywords = copy
 
-    def bm25(self, match: str, k: int, weights: Sequence[float] = keywords.COLUMN_WEIGHTS
+    def bm25(self, match: str, k: int, weights: Sequence[float] = COLUMN_WEIGHTS
              ) -> list[tuple[int, float]]:
         """(chunk id, bm25 score, lower is better) for an FTS5 MATCH expression."""
         w = ", ".join(str(float(x)) for x in weights)
