@@ -6,9 +6,11 @@ JSON printed, next to a bare ``python3 -I -S -c pass`` measured in the same run.
 
 What it prints, each as p50 / p95 over ``--runs`` or more runs:
 - bare interpreter: ``python -I -S -c pass`` (the floor for any Python client);
-- client, typing: each prefix of a few queries, as Alfred sends them while one types
-  (every keystroke a new query: model, k-NN, BM25 and rendering in the daemon);
-- client, repeat: the same query again (the daemon's query-vector cache is warm);
+- zsh client (client/notewell-query.zsh, what the Alfred workflow runs) and Python client
+  (client/notewell-query, its fallback), each against its own freshly started daemon:
+  - typing: each prefix of a few queries, as Alfred sends them while one types (every
+    keystroke a new query: model, k-NN, BM25 and rendering in the daemon);
+  - repeat: the same query again (the daemon's prepared answer);
 - in-process round trip: the same request from a process that is already running, which
   is what a launcher extension talking to the socket directly (Raycast) would pay;
 - one-shot: ``notewell search`` with no daemon, which loads the model and the index for
@@ -76,6 +78,42 @@ def run_once(cmd: list[str], env: dict) -> tuple[float, bytes]:
     return (time.perf_counter() - start) * 1000, out.stdout
 
 
+def typing_and_repeat(cmd: list[str], env: dict, typed: list[str], bare_cmd: list[str],
+                      bare: list[float]) -> dict[str, list[float]]:
+    """Each typed prefix once (new queries), then the same query again and again; a bare
+    interpreter start before each run, so both see the same machine load."""
+    for q in ("warm", "warm up", "warm up the cache"):  # not among the timed ones
+        run_once([*cmd, q], env)
+    typing, repeat = [], []
+    for q in typed:
+        bare.append(run_once(bare_cmd, env)[0])
+        ms, out = run_once([*cmd, q], env)
+        if b'"items"' not in out:
+            raise SystemExit(f"{cmd[-1]} printed no Alfred JSON for {q!r}: {out[:200]!r}")
+        typing.append(ms)
+    for _ in range(len(typed)):
+        bare.append(run_once(bare_cmd, env)[0])
+        repeat.append(run_once([*cmd, REPEAT], env)[0])
+    return {"typing": typing, "repeat": repeat}
+
+
+def in_process(home: Path, typed: list[str]) -> dict[str, list[float]]:
+    """The same requests from a process that is already running (a launcher extension)."""
+    from notewell import client as nclient
+    from notewell import protocol
+
+    def ask(q: str) -> None:
+        nclient.ask(protocol.request("search", query=q, format="alfred"))
+
+    with common.env(NOTEWELL_HOME=str(home)):
+        typing = []
+        for q in typed:
+            start = time.perf_counter()
+            ask(q + " ")  # a trailing space: a query the daemon has not cached yet
+            typing.append((time.perf_counter() - start) * 1000)
+        return {"typing": typing, "repeat": common.timed(lambda: ask(REPEAT), len(typed))}
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=60, help="keystrokes to time (at least 50)")
@@ -91,36 +129,27 @@ def main(argv: list[str] | None = None) -> dict:
     client = str(common.REPO / "client" / "notewell-query")
     env = {"NOTEWELL_HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     bare_cmd = [sys.executable, "-I", "-S", "-c", "pass"]
-    daemon = common.DaemonProcess(home, fake=args.fake)
-    try:
-        typed = prefixes(TYPED, args.runs)
-        for q in ("warm", "warm up", "warm up the cache"):  # not among the timed ones
-            run_once([sys.executable, "-IS", client, q], env)
-        bare, typing, repeat = [], [], []
-        for q in typed:
-            bare.append(run_once(bare_cmd, env)[0])
-            ms, out = run_once([sys.executable, "-IS", client, q], env)
-            if b'"items"' not in out:
-                raise SystemExit(f"client printed no Alfred JSON for {q!r}: {out[:200]!r}")
-            typing.append(ms)
-        for _ in range(len(typed)):
-            bare.append(run_once(bare_cmd, env)[0])
-            repeat.append(run_once([sys.executable, "-IS", client, REPEAT], env)[0])
-        from notewell import client as nclient
-        from notewell import protocol
-
-        def ask(q: str) -> None:
-            nclient.ask(protocol.request("search", query=q, format="alfred"))
-
-        with common.env(NOTEWELL_HOME=str(home)):
-            inproc_typing = []
-            for q in typed:
-                start = time.perf_counter()
-                ask(q + " ")  # a trailing space: a query the daemon has not cached yet
-                inproc_typing.append((time.perf_counter() - start) * 1000)
-            inproc_repeat = common.timed(lambda: ask(REPEAT), len(typed))
-    finally:
-        daemon.stop()
+    clients = {"python": ([sys.executable, "-IS", client], env)}
+    zsh = shutil.which("zsh")
+    if zsh:
+        # NOTEWELL_PYTHON=false: a run that fell back to Python would print nothing and stop
+        # the benchmark, so every zsh figure is the zsh path's own.
+        clients["zsh"] = ([zsh, "-f", client + ".zsh"], {**env, "NOTEWELL_PYTHON": "/bin/false"})
+    else:
+        print("zsh not found: the zsh client is not measured")
+    typed = prefixes(TYPED, args.runs)
+    bare: list[float] = []
+    timings: dict[str, dict[str, list[float]]] = {}
+    daemon = None
+    for name, (cmd, cmd_env) in clients.items():
+        # A daemon per client: the same keystrokes, each time on cold caches.
+        daemon = common.DaemonProcess(home, fake=args.fake)
+        try:
+            timings[name] = typing_and_repeat(cmd, cmd_env, typed, bare_cmd, bare)
+            if name == "python":
+                timings["inprocess"] = in_process(home, typed)
+        finally:
+            daemon.stop()
     # One-shot: the CLI with no daemon loads the model and the index for each query.
     oneshot = []
     cli_env = {**daemon.env}
@@ -129,26 +158,34 @@ def main(argv: list[str] | None = None) -> dict:
             break
         oneshot.append(run_once([sys.executable, "-m", "notewell", "search", q, "--limit",
                                  "20"], cli_env)[0])
-    res = {
-        "machine": info, "notes": n_notes, "chunks": n_chunks, "fake": args.fake,
-        "bare": common.pct(bare), "client_typing": common.pct(typing),
-        "client_repeat": common.pct(repeat), "inprocess_typing": common.pct(inproc_typing),
-        "inprocess_repeat": common.pct(inproc_repeat), "oneshot": common.pct(oneshot),
-    }
+    res = {"machine": info, "notes": n_notes, "chunks": n_chunks, "fake": args.fake,
+           "bare": common.pct(bare), "oneshot": common.pct(oneshot)}
     b = res["bare"]["p50"]
-    res["ratio_typing"] = round(res["client_typing"]["p50"] / b, 2)
-    res["ratio_repeat"] = round(res["client_repeat"]["p50"] / b, 2)
+    prefix = {"python": "client", "zsh": "zsh", "inprocess": "inprocess"}
+    for name, runs in timings.items():
+        for kind, ms in runs.items():
+            res[f"{prefix[name]}_{kind}"] = common.pct(ms)
+            res[f"ratio_{prefix[name]}_{kind}"] = round(res[f"{prefix[name]}_{kind}"]["p50"] / b, 2)
+    res["ratio_typing"] = res["ratio_client_typing"]
+    res["ratio_repeat"] = res["ratio_client_repeat"]
     res["oneshot_speedup"] = round(res["oneshot"]["p50"] / res["client_typing"]["p50"], 1)
     print(f"bare python -I -S -c pass:   {common.fmt(res['bare'])}")
-    print(f"client, typing (new query):  {common.fmt(res['client_typing'])}  "
+    if "zsh" in timings:
+        res["oneshot_speedup_zsh"] = round(res["oneshot"]["p50"] / res["zsh_typing"]["p50"], 1)
+        print(f"zsh client, typing (new):    {common.fmt(res['zsh_typing'])}  "
+              f"= {res['ratio_zsh_typing']}x bare  (what Alfred runs)")
+        print(f"zsh client, repeated query:  {common.fmt(res['zsh_repeat'])}  "
+              f"= {res['ratio_zsh_repeat']}x bare")
+    print(f"python client, typing (new): {common.fmt(res['client_typing'])}  "
           f"= {res['ratio_typing']}x bare")
-    print(f"client, repeated query:      {common.fmt(res['client_repeat'])}  "
+    print(f"python client, repeated:     {common.fmt(res['client_repeat'])}  "
           f"= {res['ratio_repeat']}x bare")
     print(f"in-process round trip, new:  {common.fmt(res['inprocess_typing'])}  "
           "(a launcher extension on the socket)")
     print(f"in-process round trip, repeat: {common.fmt(res['inprocess_repeat'])}")
     print(f"one-shot `notewell search`:  {common.fmt(res['oneshot'])}  "
-          f"= {res['oneshot_speedup']}x the client")
+          f"= {res['oneshot_speedup']}x the Python client"
+          + (f", {res['oneshot_speedup_zsh']}x the zsh client" if "zsh" in timings else ""))
     # From the repeated query: the same daemon work in both (the in-process typing run
     # sends whole words, so it embeds on every request where the client's typing does not).
     over = res["client_repeat"]["p50"] - b - res["inprocess_repeat"]["p50"]

@@ -7,6 +7,7 @@ import json
 import os
 import plistlib
 import shlex
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -71,11 +72,12 @@ def test_script_filter_config(built: Path):
     assert cfg["queuedelaymode"] == 0 and cfg["queuedelayimmediatelyinitially"] is True
     assert cfg["alfredfiltersresults"] is False
     assert cfg["argumenttype"] == 1 and cfg["withspace"] is True
-    # This installation's interpreter and client, absolute, run with -IS.
-    argv = shlex.split(cfg["script"].removeprefix("exec "))
-    assert argv[0] == os.path.abspath(sys.executable) and argv[1] == "-IS"
-    assert argv[2] == str((REPO / "client" / "notewell-query").resolve())
-    assert argv[3] == "$1"
+    # From a checkout: Alfred's /bin/zsh sources the zsh client, absolute path, query as $1;
+    # its Python fallback is this installation's interpreter (a workflow variable).
+    assert cfg["type"] == 5
+    argv = shlex.split(cfg["script"])
+    assert argv == ["source", str((REPO / "client" / "notewell-query.zsh").resolve()), "$1"]
+    assert plist["variables"]["NOTEWELL_PYTHON"] == os.path.abspath(sys.executable)
     assert plist["variables"]["NOTEWELL_PYTHONPATH"] == str(REPO / "daemon")
     assert plist["variables"]["NOTEWELL_HOME"] == os.environ["NOTEWELL_HOME"]
     assert set(plist["variablesdontexport"]) == set(plist["variables"])
@@ -215,12 +217,22 @@ def alfred_env(plist: dict, **extra: str) -> dict[str, str]:
     return env
 
 
+def test_without_a_checkout_the_script_filter_runs_the_python_client_with_bash():
+    inst = alfred_workflow.Installation(python="/opt/nw/bin/python", client="notewell-query",
+                                        pythonpath="/opt/nw/lib")
+    language, script = alfred_workflow.script_filter_command(inst)
+    assert language == 0
+    assert shlex.split(script) == ["exec", "/opt/nw/bin/python", "-IS", "notewell-query", "$1"]
+
+
+@pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
 def test_the_script_filter_command_runs_the_client_as_alfred_would(built: Path, daemon,
                                                                    tmp_path: Path):
     wf = tmp_path / "wf"
     plist = unpack(built, wf)
     (sf,) = objects_by_type(plist)[SCRIPT_FILTER]
-    out = subprocess.run(["/bin/bash", "-c", sf["config"]["script"], "bash", "postgres vac"],
+    # Alfred's "/bin/zsh" language: zsh reading the script, the query as $1.
+    out = subprocess.run(["zsh", "-c", sf["config"]["script"], "zsh", "postgres vac"],
                          cwd=wf, env=alfred_env(plist), capture_output=True, timeout=20)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)

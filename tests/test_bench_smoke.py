@@ -40,7 +40,7 @@ def run(script: str, *args: str, cache=None, timeout: float = 240) -> str:
 def test_keystroke_smoke(cache):
     out = run("keystroke.py", "--fake", "--notes", "8", "--runs", "4", "--oneshot-runs", "1",
               cache=cache)
-    for label in ("bare python", "client, typing", "one-shot", "x bare"):
+    for label in ("bare python", "python client, typing", "one-shot", "x bare"):
         assert label in out
 
 
@@ -89,6 +89,6 @@ def test_search_latency_recall_at_100k():
 @pytest.mark.slow
 def test_keystroke_is_20x_faster_than_one_shot():
     out = run("keystroke.py", "--runs", "50", timeout=3600)
-    speedup = float(out.split("= ")[-1].split("x the client")[0]) if "x the client" in out \
-        else 0.0
-    assert speedup >= 20
+    line = next(ln for ln in out.splitlines() if ln.startswith("one-shot"))
+    speedups = [float(part.split("x the ")[0]) for part in line.split("= ")[1].split(", ")]
+    assert speedups and min(speedups) >= 20, line

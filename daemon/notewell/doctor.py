@@ -234,8 +234,9 @@ def check_workflow(platform: str) -> Check:
     except (OSError, KeyError, zipfile.BadZipFile, plistlib.InvalidFileException) as e:
         return Check(name, FAIL, f"{path} is damaged: {e}", "`notewell alfred build`")
     want = alfred_workflow.this_installation()
-    script = next((o["config"]["script"] for o in plist.get("objects", [])
-                   if o.get("type") == "alfred.workflow.input.scriptfilter"), "")
+    script = next(((o["config"].get("type"), o["config"].get("script"))
+                   for o in plist.get("objects", [])
+                   if o.get("type") == "alfred.workflow.input.scriptfilter"), None)
     if script != alfred_workflow.script_filter_command(want) or \
             plist.get("variables", {}).get("NOTEWELL_HOME") != want.home:
         return Check(name, FAIL, f"{path} was built for another installation or home",

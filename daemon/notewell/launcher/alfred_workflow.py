@@ -9,8 +9,11 @@ installation's interpreter and client filled in. The object graph:
         └─fn─▶ Call External Trigger "search" ──▶ External Trigger "search" ──▶ Script Filter
 
 The Script Filter runs the per-keystroke client with the query as argv (never ``{query}``
-substitution), terminates the previous run on each keystroke and runs immediately, and
-leaves ordering to notewell (Alfred's filtering off; the items carry ``skipknowledge``).
+substitution): from a checkout, the zsh client (``client/notewell-query.zsh``, sourced by
+Alfred's own /bin/zsh: no Python start per keystroke; it hands anything but a ready answer
+to the Python client), else the Python client. It terminates the previous run on each
+keystroke and runs immediately, and leaves ordering to notewell (Alfred's filtering off;
+the items carry ``skipknowledge``).
 ⌘L (large type), ⌘C (copy) and ⌘Y (Quick Look) are Alfred's own, fed by each item's
 ``text`` and ``quicklookurl``. The Run Script objects all run ``notewell-action`` (see
 ``alfred_actions``), which also guards against the stale-Enter race.
@@ -41,8 +44,10 @@ BUNDLED_CLIENT = "notewell-query"
 CMD, ALT, CTRL, SHIFT, FN = 1 << 20, 1 << 19, 1 << 18, 1 << 17, 1 << 23
 MODIFIERS = {"cmd": CMD, "alt": ALT, "ctrl": CTRL, "shift": SHIFT, "fn": FN}
 
-# Script object "type" values in Alfred's plist: 0 runs the script with /bin/bash.
+# Script object "type" values in Alfred's plist: 0 runs the script with /bin/bash, 5 with
+# /bin/zsh (which reads only /etc/zshenv and ~/.zshenv when it is not interactive).
 SCRIPT_BASH = 0
+SCRIPT_ZSH = 5
 ARGV = 1  # scriptargtype: the query arrives as $1, never substituted into the script text
 QUEUE_TERMINATE_PREVIOUS = 2
 QUEUE_DELAY_IMMEDIATE = 0
@@ -98,12 +103,14 @@ notewell.
 
 @dataclass(frozen=True)
 class Installation:
-    """The absolute paths the workflow runs; ``client`` may be the bundled copy."""
+    """The absolute paths the workflow runs; ``client`` may be the bundled copy.
+    ``fast_client`` is the zsh client beside a checkout's Python client, if there is one."""
 
     python: str
     client: str
     pythonpath: str
     home: str | None = None  # NOTEWELL_HOME, passed through when set
+    fast_client: str | None = None
 
 
 def this_installation() -> Installation:
@@ -114,14 +121,17 @@ def this_installation() -> Installation:
     checkout_client = os.path.join(package_parent, "..", "client", "notewell-query")
     client = (os.path.realpath(checkout_client) if os.path.exists(checkout_client)
               else BUNDLED_CLIENT)
+    fast = client + ".zsh" if client != BUNDLED_CLIENT else None
     return Installation(python=os.path.abspath(sys.executable), client=client,
                         pythonpath=package_parent,
-                        home=os.environ.get("NOTEWELL_HOME") or None)
+                        home=os.environ.get("NOTEWELL_HOME") or None,
+                        fast_client=fast if fast and os.path.exists(fast) else None)
 
 
 PLACEHOLDER = Installation(python="/path/to/notewell/.venv/bin/python",
                            client="/path/to/notewell/client/notewell-query",
-                           pythonpath="/path/to/notewell/daemon")
+                           pythonpath="/path/to/notewell/daemon",
+                           fast_client="/path/to/notewell/client/notewell-query.zsh")
 
 
 def _uid(name: str) -> str:
@@ -129,8 +139,12 @@ def _uid(name: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"notewell/alfred/{name}")).upper()
 
 
-def script_filter_command(inst: Installation) -> str:
-    return f'exec {shlex.quote(inst.python)} -IS {shlex.quote(inst.client)} "$1"'
+def script_filter_command(inst: Installation) -> tuple[int, str]:
+    """(Alfred script type, script) of the Script Filter. The zsh client finds its Python
+    fallback through the NOTEWELL_PYTHON workflow variable and beside itself."""
+    if inst.fast_client:
+        return SCRIPT_ZSH, f'source {shlex.quote(inst.fast_client)} "$1"'
+    return SCRIPT_BASH, f'exec {shlex.quote(inst.python)} -IS {shlex.quote(inst.client)} "$1"'
 
 
 def action_command(inst: Installation, action: str) -> str:
@@ -140,6 +154,7 @@ def action_command(inst: Installation, action: str) -> str:
 def info_plist(inst: Installation) -> dict:
     """The workflow's ``info.plist`` as a dict (``plistlib.dumps`` writes it)."""
     sf = _uid("scriptfilter")
+    language, script = script_filter_command(inst)
     objects: list[dict] = [{
         "uid": sf,
         "type": "alfred.workflow.input.scriptfilter",
@@ -153,8 +168,8 @@ def info_plist(inst: Installation) -> dict:
             "title": "Search your notes",
             "subtext": "notewell · empty query: recently modified notes",
             "runningsubtext": "Searching…",
-            "type": SCRIPT_BASH,
-            "script": script_filter_command(inst),
+            "type": language,
+            "script": script,
             "scriptfile": "",
             "scriptargtype": ARGV,
             "escaping": 0,  # nothing is substituted into the script, so nothing to escape

@@ -1,0 +1,216 @@
+"""The zsh client (client/notewell-query.zsh): the same request as the Python client, the
+daemon's JSON printed byte for byte, the same socket path, and every other case handed to
+the Python client."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import msgpack
+import pytest
+from conftest import CLIENT, REPO, run_client, subprocess_env
+from notewell import protocol
+
+ZSH_CLIENT = REPO / "client" / "notewell-query.zsh"
+pytestmark = pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
+
+
+def run_zsh(env: dict[str, str], *args: str, timeout: float = 10) -> subprocess.CompletedProcess:
+    return subprocess.run(["zsh", "-f", str(ZSH_CLIENT), *args], capture_output=True, env=env,
+                          timeout=timeout, check=False)
+
+
+@pytest.fixture
+def marker(tmp_path: Path) -> Path:
+    """A stand-in for the Python fallback that says it was called, and with what."""
+    fake = tmp_path / "fake-python"
+    fake.write_text('#!/bin/sh\nprintf "FALLBACK %s|" "$@"\n')
+    fake.chmod(0o755)
+    return fake
+
+
+def fell_back(out: subprocess.CompletedProcess, *query: str) -> bool:
+    text = out.stdout.decode("utf-8", "replace")
+    return text == "".join(f"FALLBACK {a}|" for a in ("-IS", str(CLIENT), *query))
+
+
+class FakeDaemon:
+    """Listens where a daemon would; answers each request with ``reply`` (raw frame bytes)
+    and records what it was sent."""
+
+    def __init__(self, path: str, reply: bytes | None) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(path)
+        self.sock.listen(8)
+        self.reply, self.requests = reply, []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                self.requests.append(protocol.read_frame(conn, protocol.MAX_REQUEST_BYTES))
+                if self.reply is not None:
+                    conn.sendall(self.reply)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def ok_frame(json_text: str) -> bytes:
+    return protocol.frame(msgpack.packb({"ok": True, "result": {"alfred": json_text}}))
+
+
+# -- against a real daemon --------------------------------------------------------------------
+
+QUERIES = ["postgres vacuum", "héllo wörld ☃", "", 'a"b\\c $HOME `x` *', "x" * 300,
+           "tab\there", "two\nlines", "ünïcode " * 40, "#recipes in:notes bread"]
+
+
+def test_prints_what_the_python_client_prints(daemon, home, marker):
+    # NOTEWELL_PYTHON is the marker: a byte-equal answer cannot have come from Python.
+    env = subprocess_env(home, NOTEWELL_PYTHON=str(marker))
+    for query in QUERIES:
+        want = run_client(home, query)
+        got = run_zsh(env, query)
+        assert got.returncode == 0 and got.stderr == b""
+        assert got.stdout == want.stdout, query
+        assert b"FALLBACK" not in got.stdout
+
+
+def test_words_are_joined_like_the_python_client_does(daemon, home, marker):
+    env = subprocess_env(home, NOTEWELL_PYTHON=str(marker))
+    assert run_zsh(env, "postgres", "vacuum").stdout == run_client(home, "postgres vacuum").stdout
+
+
+def test_the_daemon_remembers_the_query_for_the_stale_enter_guard(daemon, home, marker):
+    run_zsh(subprocess_env(home, NOTEWELL_PYTHON=str(marker)), "lisbon tram")
+    assert daemon.ask("latest_query")["result"]["query"] == "lisbon tram"
+
+
+def test_daemon_down_falls_back_to_the_python_client(home):
+    env = subprocess_env(home, NOTEWELL_PYTHON=sys.executable)
+    got = run_zsh(env, "anything")
+    assert got.returncode == 0 and got.stdout == run_client(home, "anything").stdout
+    assert b"not running" in got.stdout
+
+
+def test_default_fallback_is_the_checkout_python_client(home):
+    env = {k: v for k, v in subprocess_env(home).items() if k != "NOTEWELL_PYTHON"}
+    got = run_zsh(env, "anything")
+    assert b"not running" in got.stdout, got.stderr
+
+
+# -- against a stand-in daemon ----------------------------------------------------------------
+
+
+@pytest.fixture
+def short_home(monkeypatch):
+    # Socket paths must fit in 103 bytes: pytest's tmp_path can be too deep.
+    with tempfile.TemporaryDirectory(prefix="nwz-", dir="/tmp") as d:
+        monkeypatch.setenv("NOTEWELL_HOME", d)
+        yield Path(d)
+
+
+def fake_daemon(home: Path, reply: bytes | None) -> FakeDaemon:
+    return FakeDaemon(str(home / "run" / "notewell.sock"), reply)
+
+
+def test_request_is_the_python_clients_request_byte_for_byte(short_home, marker):
+    d = fake_daemon(short_home, ok_frame('{"items":[]}'))
+    try:
+        env = {"NOTEWELL_HOME": str(short_home), "NOTEWELL_PYTHON": str(marker)}
+        for query in ["", "abc", "é" * 20, "x" * 31, "x" * 32, "x" * 255, "x" * 256,
+                      "ü" * 3000]:
+            assert run_zsh(env, query).stdout == b'{"items":[]}'
+            want = protocol.packb(protocol.request("search", query=query, format="alfred"))
+            assert d.requests[-1] == want, len(query)
+    finally:
+        d.close()
+
+
+@pytest.mark.parametrize("size", [0, 5, 31, 32, 255, 256, 70_000])
+def test_every_msgpack_string_size_is_read(short_home, marker, size):
+    text = '{"items":[{"title":"' + "t" * size + '"}]}'
+    d = fake_daemon(short_home, ok_frame(text))
+    try:
+        got = run_zsh({"NOTEWELL_HOME": str(short_home), "NOTEWELL_PYTHON": str(marker)}, "q")
+        assert got.stdout == text.encode()
+    finally:
+        d.close()
+
+
+@pytest.mark.parametrize("reply", [
+    protocol.frame(msgpack.packb({"ok": False, "error": {"code": "warming_up",
+                                                         "message": "loading"}})),
+    protocol.frame(msgpack.packb({"ok": True, "result": {"alfred": 5}})),
+    protocol.frame(msgpack.packb({"ok": True, "result": {"hits": []}})),
+    ok_frame('{"items":[]}')[:-3],  # cut short
+    protocol.frame(b"\x82\xa2ok\xc3\xa6result\x81\xa6alfred\xa5abc"),  # length disagrees
+    b"\x00\x00",
+    b"",
+    None,  # closes without a word
+], ids=["error", "not-a-string", "other-result", "truncated", "bad-length", "half-header",
+        "empty", "silent"])
+def test_anything_but_a_ready_answer_goes_to_the_python_client(short_home, marker, reply):
+    d = fake_daemon(short_home, reply)
+    try:
+        got = run_zsh({"NOTEWELL_HOME": str(short_home), "NOTEWELL_PYTHON": str(marker)},
+                      "some", "words")
+        assert fell_back(got, "some", "words"), got.stdout
+    finally:
+        d.close()
+
+
+def test_a_query_too_long_for_one_request_goes_to_python(short_home, marker):
+    d = fake_daemon(short_home, ok_frame("{}"))
+    try:
+        got = run_zsh({"NOTEWELL_HOME": str(short_home), "NOTEWELL_PYTHON": str(marker)},
+                      "y" * 70_000)
+        assert fell_back(got, "y" * 70_000) and d.requests == []
+    finally:
+        d.close()
+
+
+def python_socket_path(env: dict[str, str]) -> str:
+    code = "from notewell import paths; print(paths.socket_path())"
+    return subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONPATH": str(
+        REPO / "daemon")}, capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.mark.parametrize("case", ["home", "home-dots", "home-tilde", "xdg-runtime",
+                                  "xdg-data", "plain"])
+def test_socket_path_is_the_one_python_uses(case, marker):
+    with tempfile.TemporaryDirectory(prefix="nwz-", dir="/tmp") as d:
+        env = {"HOME": f"{d}/u", "NOTEWELL_PYTHON": str(marker)}
+        env.update({
+            "home": {"NOTEWELL_HOME": f"{d}/h/"},
+            "home-dots": {"NOTEWELL_HOME": f"{d}/x/../h/./"},
+            "home-tilde": {"NOTEWELL_HOME": "~/nw"},
+            "xdg-runtime": {"XDG_RUNTIME_DIR": f"{d}/r//"},
+            "xdg-data": {"XDG_DATA_HOME": f"{d}/data/"},
+            "plain": {},
+        }[case])
+        path = python_socket_path(env)
+        assert path.startswith(d)
+        fake = FakeDaemon(path, ok_frame('{"items":[{"title":"found"}]}'))
+        try:
+            assert run_zsh(env, "q").stdout == b'{"items":[{"title":"found"}]}'
+        finally:
+            fake.close()
+
+
+def test_a_socket_path_only_python_can_work_out_goes_to_python(marker):
+    deep = "/tmp/" + "d" * 120
+    got = run_zsh({"NOTEWELL_HOME": deep, "NOTEWELL_PYTHON": str(marker)}, "q")
+    assert fell_back(got, "q")
