@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import subprocess_env
 from launcher_helpers import install_stand_ins
 from notewell import config, doctor, paths, setup
@@ -140,7 +142,9 @@ def test_doctor_all_ok_on_a_working_install(daemon, home: Path, user_home: Path,
     assert statuses == {"sqlite extension": "ok", "model files": "ok", "config": "ok",
                         "source notes": "ok", "index": "ok", "daemon": "ok",
                         "socket permissions": "ok", "agent": "ok",
-                        "alfred workflow": "ok"}, [c.line() for c in checks]
+                        "alfred workflow": "ok",
+                        "alfred client": "ok" if shutil.which("zsh") else "skip",
+                        }, [c.line() for c in checks]
     assert not doctor.failed(checks)
 
 
@@ -167,6 +171,8 @@ def test_doctor_explains_each_failure(home: Path, user_home: Path, tmp_path: Pat
     assert checks["agent"].status == "FAIL" and "agent install" in checks["agent"].fix
     assert checks["alfred workflow"].status == "FAIL"
     assert "alfred build" in checks["alfred workflow"].fix
+    if shutil.which("zsh"):  # no daemon: zsh's socket module is what can be checked
+        assert checks["alfred client"].status == "ok", checks["alfred client"].line()
     for check in checks.values():
         if check.status == "FAIL":
             assert check.fix and " -> " in check.line()
@@ -198,3 +204,21 @@ def test_doctor_cli_exits_non_zero_and_prints_one_line_per_check(home: Path, use
     assert lines[0].startswith("ok   sqlite extension")
     assert any(line.startswith("FAIL config") and "notewell setup" in line for line in lines)
     assert all(line.split()[0] in ("ok", "FAIL", "skip") for line in lines)
+
+
+@pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
+def test_doctor_flags_a_zsh_client_that_cannot_answer_by_itself(tmp_path: Path, monkeypatch):
+    from notewell.launcher import alfred_workflow
+
+    broken = tmp_path / "notewell-query.zsh"
+    broken.write_text("exec $NOTEWELL_PYTHON\n")  # always falls back
+    inst = alfred_workflow.Installation(python=sys.executable, client=str(tmp_path / "q"),
+                                        pythonpath=str(tmp_path), fast_client=str(broken))
+    monkeypatch.setattr(alfred_workflow, "this_installation", lambda: inst)
+    mac = doctor.check_fast_client("darwin", daemon_up=True)
+    assert mac.status == "FAIL" and "Python client answers instead" in mac.detail and mac.fix
+    assert doctor.check_fast_client("linux", daemon_up=True).status == "skip"
+    no_checkout = alfred_workflow.Installation(python=sys.executable, client="notewell-query",
+                                               pythonpath=str(tmp_path))
+    monkeypatch.setattr(alfred_workflow, "this_installation", lambda: no_checkout)
+    assert doctor.check_fast_client("darwin", daemon_up=True).status == "skip"
