@@ -129,7 +129,8 @@ def main(argv: list[str] | None = None) -> dict:
     client = str(common.REPO / "client" / "notewell-query")
     env = {"NOTEWELL_HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     bare_cmd = [sys.executable, "-I", "-S", "-c", "pass"]
-    clients = {"python": ([sys.executable, "-IS", client], env)}
+    # Keys name the figures: client_typing, zsh_repeat, inprocess_typing, ...
+    clients = {"client": ([sys.executable, "-IS", client], env)}
     zsh = shutil.which("zsh")
     if zsh:
         # NOTEWELL_PYTHON=false: a run that fell back to Python would print nothing and stop
@@ -140,19 +141,18 @@ def main(argv: list[str] | None = None) -> dict:
     typed = prefixes(TYPED, args.runs)
     bare: list[float] = []
     timings: dict[str, dict[str, list[float]]] = {}
-    daemon = None
     for name, (cmd, cmd_env) in clients.items():
         # A daemon per client: the same keystrokes, each time on cold caches.
         daemon = common.DaemonProcess(home, fake=args.fake)
         try:
             timings[name] = typing_and_repeat(cmd, cmd_env, typed, bare_cmd, bare)
-            if name == "python":
+            if name == "client":
                 timings["inprocess"] = in_process(home, typed)
         finally:
             daemon.stop()
     # One-shot: the CLI with no daemon loads the model and the index for each query.
     oneshot = []
-    cli_env = {**daemon.env}
+    cli_env = {**daemon.env}  # the daemons' environment (home, embedder), none running now
     for q in TYPED[: max(1, args.oneshot_runs)] * (1 + args.oneshot_runs // len(TYPED)):
         if len(oneshot) >= args.oneshot_runs:
             break
@@ -161,13 +161,10 @@ def main(argv: list[str] | None = None) -> dict:
     res = {"machine": info, "notes": n_notes, "chunks": n_chunks, "fake": args.fake,
            "bare": common.pct(bare), "oneshot": common.pct(oneshot)}
     b = res["bare"]["p50"]
-    prefix = {"python": "client", "zsh": "zsh", "inprocess": "inprocess"}
     for name, runs in timings.items():
         for kind, ms in runs.items():
-            res[f"{prefix[name]}_{kind}"] = common.pct(ms)
-            res[f"ratio_{prefix[name]}_{kind}"] = round(res[f"{prefix[name]}_{kind}"]["p50"] / b, 2)
-    res["ratio_typing"] = res["ratio_client_typing"]
-    res["ratio_repeat"] = res["ratio_client_repeat"]
+            res[f"{name}_{kind}"] = common.pct(ms)
+            res[f"ratio_{name}_{kind}"] = round(res[f"{name}_{kind}"]["p50"] / b, 2)
     res["oneshot_speedup"] = round(res["oneshot"]["p50"] / res["client_typing"]["p50"], 1)
     print(f"bare python -I -S -c pass:   {common.fmt(res['bare'])}")
     if "zsh" in timings:
@@ -177,9 +174,9 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"zsh client, repeated query:  {common.fmt(res['zsh_repeat'])}  "
               f"= {res['ratio_zsh_repeat']}x bare")
     print(f"python client, typing (new): {common.fmt(res['client_typing'])}  "
-          f"= {res['ratio_typing']}x bare")
+          f"= {res['ratio_client_typing']}x bare")
     print(f"python client, repeated:     {common.fmt(res['client_repeat'])}  "
-          f"= {res['ratio_repeat']}x bare")
+          f"= {res['ratio_client_repeat']}x bare")
     print(f"in-process round trip, new:  {common.fmt(res['inprocess_typing'])}  "
           "(a launcher extension on the socket)")
     print(f"in-process round trip, repeat: {common.fmt(res['inprocess_repeat'])}")

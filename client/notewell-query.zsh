@@ -19,7 +19,7 @@
 typeset -g _notewell_here=${${(%):-%x}:A:h}
 
 _notewell_fallback() {
-  (( ${fd:-0} )) && exec {fd}>&-  # the caller's connection, if it has one
+  [[ -n $fd ]] && exec {fd}>&-  # notewell_query's connection, if it opened one
   local python=${NOTEWELL_PYTHON:-$_notewell_here/../.venv/bin/python}
   [[ -x $python ]] || python=python3
   exec $python -IS ${NOTEWELL_CLIENT:-$_notewell_here/notewell-query} "$@"
@@ -92,6 +92,7 @@ _notewell_number() {
 notewell_query() {
   emulate -L zsh
   setopt no_multibyte extended_glob  # lengths in bytes, as the protocol counts them
+  local fd=  # the connection, once open: _notewell_fallback closes it
   zmodload zsh/net/socket zsh/system 2>/dev/null || _notewell_fallback "$@"
   local query=${(j: :)@}
   # A paste too long for one request: the Python client trims it first.
@@ -99,7 +100,8 @@ notewell_query() {
   _notewell_socket || _notewell_fallback "$@"
   local sock=$REPLY
   zsocket $sock 2>/dev/null || _notewell_fallback "$@"
-  local fd=$REPLY header
+  fd=$REPLY
+  local header
   # {"op": "search", "v": 1, "query": QUERY, "format": "alfred"}, as protocol.request builds it
   _notewell_str ${#query}
   local body=$'\x84\xa2op\xa6search\xa1v\x01\xa5query'$REPLY$query$'\xa6format\xa6alfred'
