@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from . import paths, store
 from .chunking import ChunkSettings
 from .config import SourceConfig
-from .embedding import Embedder
+from .embedding import Embedder, sha256_file
 from .index import BuildSettings, Index, IndexMismatch
 from .notes import Note, NoteStub
-from .query import Query, literal, parse
+from .query import Query, like_escape, literal, parse
 from .search import Ranking, Searcher
 from .sources import Source
 from .sync import Syncer
@@ -175,14 +175,6 @@ def _jsonl(path: str) -> Iterator[dict]:
         raise EvalError(f"{path} is missing: not a BEIR dataset directory") from None
 
 
-def file_digest(path: str, n: int = 16) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:n]
-
-
 class BeirSource:
     """A BEIR ``corpus.jsonl`` as a note source: one note per document, titled with the
     document's title, ``note_id`` ``<name>:<doc id>``. Read once, held in memory."""
@@ -268,7 +260,7 @@ def keyword_ranking(index: Index, words: Sequence[str], limit: int = DEPTH,
         return []
     hit = "max(n.title || ' ' || c.text LIKE ? ESCAPE '\\')"
     where = ""
-    args: list = [f"%{_like_escape(w)}%" for w in words]
+    args: list = [f"%{like_escape(w)}%" for w in words]
     if allowed is not None:
         where = "WHERE c.note IN (SELECT value FROM json_each(?)) "
         args.append(json.dumps(sorted(allowed)))
@@ -277,10 +269,6 @@ def keyword_ranking(index: Index, words: Sequence[str], limit: int = DEPTH,
         f"JOIN notes n ON n.id = c.note {where}GROUP BY c.note HAVING hits > 0 "
         "ORDER BY hits DESC, n.note_id LIMIT ?", (*args, limit))
     return [r[0] for r in rows]
-
-
-def _like_escape(word: str) -> str:
-    return word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def rank(searcher: Searcher, method: str, q: Query, limit: int = DEPTH) -> list[str]:
@@ -396,7 +384,7 @@ def beir_index(directory: str, embedder: Embedder, progress: bool = False) -> In
     if not os.path.exists(corpus):
         raise EvalError(f"{corpus} is missing: --beir wants a BEIR dataset directory "
                         "(corpus.jsonl, queries.jsonl, qrels/<split>.tsv)")
-    key = f"{name}-{file_digest(corpus)}"
+    key = f"{name}-{sha256_file(corpus)[:16]}"
     return eval_index(BeirSource(directory, name), embedder, key, progress=progress)
 
 

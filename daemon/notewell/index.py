@@ -18,7 +18,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import apsw
@@ -29,11 +29,10 @@ from . import keywords
 from .keywords import COLUMN_WEIGHTS, KeywordIndex
 from .memory import release_memory
 from .notes import Chunk, Note
-from .terms import Tokens, Vocabulary, read_vocabulary
+from .terms import FTS_TOKENIZER, Tokens, Vocabulary, read_vocabulary
 from .vector_cache import VectorCache
 
 SCHEMA_VERSION = 2
-FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 # Up to this many vectors the in-memory copy is read on the query's own thread (a few
 # milliseconds, once); beyond, in the background while sqlite-vec's exact scan answers
 # (8 ms at 5,000 vectors, 75 at 100,000; the copy answers in 0.3-2 ms).
@@ -171,7 +170,6 @@ class Index:
         self._vocab: Vocabulary | None = None
         # The in-memory keyword copy (``keywords``), built behind the searches.
         self.use_keyword_copy = True
-        self.keyword_weights = COLUMN_WEIGHTS
         self._keywords: KeywordIndex | None = None
         self._epoch_seen: tuple[str, float] = ("", 0.0)
         self._closed = False
@@ -688,25 +686,36 @@ class Index:
         if self._closed or not self.use_keyword_copy:
             return
         if self.path == ":memory:":  # no other connection sees its rows: build here
-            self._keywords = _read_keywords(self.db, self.keyword_weights)
+            self._keywords = _read_keywords(self.db)
             return
         self._in_background("keywords", self._load_keywords, wait)
 
     def _load_keywords(self, conn: apsw.Connection) -> None:
-        copy = _read_keywords(conn, self.keyword_weights, lambda: self._closed)
+        copy = _read_keywords(conn, lambda: self._closed)
         if copy is not None:
             self._keywords = copy
 
-    def bm25(self, match: str, k: int, weights: Sequence[float] = COLUMN_WEIGHTS
-             ) -> list[tuple[int, float]]:
-        """(chunk id, bm25 score, lower is better) for an FTS5 MATCH expression."""
+    def bm25(self, match: str, k: int, weights: Sequence[float] = COLUMN_WEIGHTS,
+             notes: Iterable[int] | None = None) -> list[tuple[int, float]]:
+        """(chunk id, bm25 score, lower is better) for an FTS5 MATCH expression, over the
+        chunks of ``notes`` (note rowids) when given."""
         w = ", ".join(str(float(x)) for x in weights)
+        within, args = "", (match, k)
+        if notes is not None:
+            within = ("AND rowid IN (SELECT id FROM chunks WHERE note IN "
+                      "(SELECT value FROM json_each(?))) ")
+            args = (match, json.dumps(sorted(notes)), k)
         rows = self.db.execute(
             f"SELECT rowid, bm25(chunks_fts, {w}) AS s FROM chunks_fts "
-            "WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?",
-            (match, k),
-        )
+            f"WHERE chunks_fts MATCH ? {within}ORDER BY s LIMIT ?", args)
         return [(r[0], r[1]) for r in rows]
+
+    def keyword_columns(self, chunk_ids: Iterable[int]
+                        ) -> Iterator[tuple[int, str, str, str, str]]:
+        """(chunk id, its four FTS5 columns as they were indexed) for ``chunk_ids``."""
+        return _keyword_rows(self.db.execute(
+            _KEYWORD_ROWS + " WHERE c.id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(chunk_ids)),)))
 
     def counts(self) -> dict[str, int]:
         one = self.db.execute
@@ -734,19 +743,25 @@ def _chunks_epoch(db: apsw.Connection) -> str:
     return row[0] if row else ""
 
 
-def _read_keywords(conn: apsw.Connection, weights: tuple[float, ...],
-                   cancelled: Callable[[], bool] = lambda: False) -> KeywordIndex | None:
+_KEYWORD_ROWS = ("SELECT c.id, n.title, n.aliases, c.heading_path, c.text, n.tags "
+                 "FROM chunks c JOIN notes n ON n.id = c.note")
+
+
+def _keyword_rows(rows: Iterable[tuple]) -> Iterator[tuple[int, str, str, str, str]]:
+    """Rows of ``_KEYWORD_ROWS`` as (chunk id, the four FTS5 columns as indexed)."""
+    for chunk_id, title, aliases, heading, text, tags in rows:
+        yield (chunk_id, *keywords.columns(title, json.loads(aliases), heading, text,
+                                           json.loads(tags)))
+
+
+def _read_keywords(conn: apsw.Connection, cancelled: Callable[[], bool] = lambda: False
+                   ) -> KeywordIndex | None:
     """A keyword copy of every chunk, read in one transaction (None if cancelled)."""
     with conn:  # the epoch and the rows agree
         epoch = _chunks_epoch(conn)
-        rows = conn.execute(
-            "SELECT c.id, n.title, n.aliases, c.heading_path, c.text, n.tags "
-            "FROM chunks c JOIN notes n ON n.id = c.note ORDER BY c.id")
-        return keywords.build(
-            ((chunk_id, *keywords.columns(title, json.loads(aliases), heading, text,
-                                          json.loads(tags)))
-             for chunk_id, title, aliases, heading, text, tags in rows),
-            Tokens(conn), weights, epoch, cancelled)
+        rows = conn.execute(_KEYWORD_ROWS + " ORDER BY c.id")
+        return keywords.build(_keyword_rows(rows), Tokens(conn), COLUMN_WEIGHTS, epoch,
+                              cancelled)
 
 
 def _vector_state(db: apsw.Connection) -> tuple[str, int]:

@@ -16,7 +16,6 @@ another epoch is not used, and a new one is built behind the searches.
 
 from __future__ import annotations
 
-import bisect
 import math
 import threading
 import time
@@ -25,7 +24,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from .terms import Tokens, Vocabulary
+from .terms import Tokens, Vocabulary, prefix_range
 
 K1, B = 1.2, 0.75  # FTS5's bm25() constants
 # Column weights for title, heading path, passage and tags (search.Ranking's default).
@@ -125,11 +124,9 @@ class KeywordIndex:
             docs = np.concatenate([d for d, _ in parts]) if len(parts) > 1 else parts[0][0]
             freqs = np.concatenate([f for _, f in parts]).astype(np.float32)
         else:
-            first = bisect.bisect_left(self.terms, term)
-            last = bisect.bisect_left(self.terms, term + "\U0010ffff", first)
+            first, last = prefix_range(self.terms, term)
             lo, hi = self.offsets[first], self.offsets[last]
-            extra = self._delta_terms[bisect.bisect_left(self._delta_terms, term):
-                                      bisect.bisect_left(self._delta_terms, term + "\U0010ffff")]
+            extra = self._delta_terms[slice(*prefix_range(self._delta_terms, term))]
             if last - first == 1 and not extra:
                 docs, freqs = self.docs[lo:hi], self.freqs[lo:hi].astype(np.float32)
             else:
@@ -234,11 +231,6 @@ def columns(title: str, aliases: Sequence[str], heading: str | Sequence[str], te
     heading_text = heading.replace(" > ", " ") if isinstance(heading, str) else " ".join(
         heading)
     return " ".join((title, *aliases)), heading_text, text, " ".join(tags)
-
-
-def usable_weights(weights: Sequence[float]) -> bool:
-    """The copy stores column-weighted frequencies as integers: whole weights only."""
-    return all(float(w).is_integer() and w >= 0 for w in weights)
 
 
 def build(rows: Iterable[tuple[int, str, str, str, str]], tokens: Tokens,

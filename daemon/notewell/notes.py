@@ -1,13 +1,14 @@
 """The records that flow through notewell: source -> Note -> Chunk -> (index rows) -> Hit.
 
-Plain frozen dataclasses with no behaviour beyond hashing, so every stage can be tested
-on its own and the daemon can hand them between threads without copying.
+Plain dataclasses (frozen up to the ranked ``Hit``) with little behaviour beyond hashing
+and ``to_dict``, so every stage can be tested on its own and the daemon can hand them
+between threads without copying.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,6 @@ class Hit:
     score: float
     modified: float | None = None
     archived: bool = False
-    why: dict = field(default_factory=dict)  # ranks per retriever, for debugging and eval
 
     def to_dict(self) -> dict:
         return {

@@ -31,7 +31,7 @@ from .embedding import Embedder
 from .index import Index
 from .keywords import COLUMN_WEIGHTS, KeywordIndex
 from .notes import Hit
-from .query import Query, fts_terms, parse
+from .query import Query, fts_terms, like_escape, parse
 from .terms import Tokens
 
 _CHUNK_TERMS_CACHED = 2_000  # chunks' index terms, shared by the worker threads: ~5 MB
@@ -92,12 +92,11 @@ class QueryTerm:
     df: int
     idf: float
 
-    # For a word being typed: the indexed terms it may stand for (its completions).
-    completions: frozenset[str] = frozenset()
-
-    def held_by(self, terms: frozenset[str]) -> bool:
+    def held_by(self, terms: frozenset[str], completions: frozenset[str]) -> bool:
+        """Whether a chunk with index ``terms`` holds this word; ``completions``: the
+        indexed terms a word being typed may stand for."""
         if self.prefix:
-            return (not self.completions.isdisjoint(terms)
+            return (not completions.isdisjoint(terms)
                     and all(t in terms for t in self.tokens[:-1]))
         return all(t in terms for t in self.tokens)
 
@@ -148,8 +147,8 @@ class Searcher:
             text = self.dense_text(q, [c for c, _ in lexical])
             vector = self.embed_query(text) if text.strip() else None
         dense = self.nearest(text, allowed) if vector is not None else []
-        scores, ranks = self._fuse(q, vector, dense, lexical)
-        return SearchResult(q, self._hits(scores, ranks, q, limit), notices)
+        scores = self._fuse(q, vector, dense, lexical)
+        return SearchResult(q, self._hits(scores, q, limit), notices)
 
     def recent(self, limit: int = 20, allowed: set[int] | None = None) -> list[Hit]:
         rows = self.index.db.execute(
@@ -159,7 +158,7 @@ class Searcher:
         ids = [r[0] for r in rows if allowed is None or r[0] in allowed][:limit]
         chunk_ids = [self._first_chunk(i) for i in ids]
         scores = {c: 1.0 / (n + 1) for n, c in enumerate(chunk_ids) if c is not None}
-        return self._hits(scores, {}, parse(""), limit)
+        return self._hits(scores, parse(""), limit)
 
     def similar(self, note_id: str, limit: int = 20, allowed: set[int] | None = None
                 ) -> list[Hit]:
@@ -187,7 +186,7 @@ class Searcher:
         signatures = self._signatures(list(first))
         scores = {chunk_id: float(signatures[note] @ own) for note, chunk_id in first.items()
                   if note in signatures}
-        return self._hits(scores, {}, parse(""), limit, exclude={row[0]})
+        return self._hits(scores, parse(""), limit)
 
     def embed_query(self, text: str) -> np.ndarray:
         """The query's vector (kept for the next keystrokes)."""
@@ -222,7 +221,7 @@ class Searcher:
         for tag in q.tags:
             ids = {r[0] for r in db.execute(
                 "SELECT note FROM note_tags WHERE tag = ? OR tag LIKE ? ESCAPE '\\'",
-                (tag, _like_prefix(tag) + "/%"))}
+                (tag, like_escape(tag) + "/%"))}
             if not ids:
                 notices.append(f"No notes are tagged #{tag}.")
             allowed = ids if allowed is None else allowed & ids
@@ -318,15 +317,8 @@ class Searcher:
         if copy is not None:
             return copy.bm25([(t.tokens[0], t.prefix) for t in kept], r.bm25_k)
         match = " OR ".join(t.phrase for t in kept)
-        if allowed is None:
-            return [(c, -s) for c, s in self.index.bm25(match, r.bm25_k, r.bm25_columns)]
-        weights = ", ".join(str(float(x)) for x in r.bm25_columns)
-        rows = self.index.db.execute(
-            f"SELECT rowid, bm25(chunks_fts, {weights}) AS s FROM chunks_fts "
-            "WHERE chunks_fts MATCH ? AND rowid IN (SELECT id FROM chunks WHERE note IN "
-            "(SELECT value FROM json_each(?))) ORDER BY s LIMIT ?",
-            (match, json.dumps(sorted(allowed)), r.bm25_k))
-        return [(row[0], -row[1]) for row in rows]
+        return [(c, -s) for c, s in self.index.bm25(match, r.bm25_k, r.bm25_columns,
+                                                     notes=allowed)]
 
     def _keyword_copy(self, terms: list[QueryTerm]) -> KeywordIndex | None:
         """The in-memory keyword copy, when it scores as FTS5 would for these words: built
@@ -352,9 +344,7 @@ class Searcher:
                 continue
             dfs = [vocab.df(t) for t in found[:-1]]
             dfs.append(vocab.prefix_df(found[-1]) if prefix else vocab.df(found[-1]))
-            out.append(QueryTerm(word, phrase, found, prefix, min(dfs), vocab.idf(min(dfs)),
-                                 frozenset(vocab.starting_with(found[-1])) if prefix
-                                 else frozenset()))
+            out.append(QueryTerm(word, phrase, found, prefix, min(dfs), vocab.idf(min(dfs))))
         local.terms_for = (q, out)
         return out
 
@@ -375,11 +365,18 @@ class Searcher:
             for t in terms:
                 share += copy.holds(chunk_ids, t.tokens[0], t.prefix) * (t.idf / total)
             return dict(zip(chunk_ids, share.tolist())), total
+        # Without the copy: from the chunks' tokenized text (only here are a typed word's
+        # completions needed, so only here are they listed).
         held = self._chunk_terms(chunk_ids)
+        vocab = self.index.vocabulary()
+        completions = {t.word: frozenset(vocab.starting_with(t.tokens[-1]))
+                       for t in terms if t.prefix}
         cover = {}
         for chunk_id in chunk_ids:
             words = held.get(chunk_id, frozenset())
-            cover[chunk_id] = sum(t.idf for t in terms if t.held_by(words)) / total
+            cover[chunk_id] = sum(t.idf for t in terms
+                                  if t.held_by(words, completions.get(t.word, frozenset()))
+                                  ) / total
         return cover, total
 
     def _chunk_terms(self, chunk_ids: list[int]) -> dict[int, frozenset[str]]:
@@ -389,14 +386,8 @@ class Searcher:
         found = self._chunk_term_cache.get_many(chunk_ids)
         missing = [c for c in chunk_ids if c not in found]
         if missing:
-            fresh = {}
-            for chunk_id, title, aliases, heading, text, tags in self.index.db.execute(
-                    "SELECT c.id, n.title, n.aliases, c.heading_path, c.text, n.tags "
-                    "FROM chunks c JOIN notes n ON n.id = c.note "
-                    "WHERE c.id IN (SELECT value FROM json_each(?))", (json.dumps(missing),)):
-                indexed = "\n".join((title, *json.loads(aliases), heading, text,
-                                     *json.loads(tags)))
-                fresh[chunk_id] = frozenset(map(sys.intern, tokens.terms(indexed)))
+            fresh = {chunk_id: frozenset(map(sys.intern, tokens.terms("\n".join(columns))))
+                     for chunk_id, *columns in self.index.keyword_columns(missing)}
             self._chunk_term_cache.put_many(fresh)
             found.update(fresh)
         return found
@@ -425,7 +416,7 @@ class Searcher:
         return local
 
     def _fuse(self, q: Query, vector: np.ndarray | None, dense: list[tuple[int, float]],
-              lexical: list[tuple[int, float]]) -> tuple[dict[int, float], dict[int, dict]]:
+              lexical: list[tuple[int, float]]) -> dict[int, float]:
         """Chunk scores from both retrievers (see ``Ranking``).
 
         Convex combination over the union of both candidate lists:
@@ -435,20 +426,16 @@ class Searcher:
         words), or a lot of it in absolute terms (a long query matched on many rare
         words), and nothing for a match on one word of a short paraphrase, so keyword
         noise cannot push down the note the model found."""
-        ranks: dict[int, dict] = {}
-        for name, hits in (("dense", dense), ("bm25", lexical)):
-            for rank, (chunk_id, _) in enumerate(hits):
-                ranks.setdefault(chunk_id, {})[name] = rank + 1
         if not lexical:
-            return {c: 1.0 - d for c, d in dense}, ranks
+            return {c: 1.0 - d for c, d in dense}
         best_bm25 = max(s for _, s in lexical) or 1.0
         if vector is None:
-            return {c: s / best_bm25 for c, s in lexical}, ranks
+            return {c: s / best_bm25 for c, s in lexical}
         r = self.ranking
         cosine = {c: 1.0 - d for c, d in dense}
         cosine.update(self._cosines(vector, [c for c, _ in lexical if c not in cosine]))
         if not cosine:
-            return {c: s / best_bm25 for c, s in lexical}, ranks
+            return {c: s / best_bm25 for c, s in lexical}
         low, high = min(cosine.values()), max(cosine.values())
         spread = (high - low) or 1.0
         scores = {c: r.dense_share * (v - low) / spread for c, v in cosine.items()}
@@ -462,7 +449,7 @@ class Searcher:
             trust = max(ramp(share, r.coverage_floor, 1.0) ** r.coverage_power,
                         ramp(share * mass, r.matched_idf_low, r.matched_idf_high))
             scores[chunk_id] += (1.0 - r.dense_share) * score / best_bm25 * trust
-        return scores, ranks
+        return scores
 
     def _cosines(self, vector: np.ndarray, chunk_ids: list[int]) -> dict[int, float]:
         """Exact cosine to the query for chunks the k-NN search did not return."""
@@ -486,8 +473,7 @@ class Searcher:
         ).fetchone()
         return row[0] if row else None
 
-    def _hits(self, scores: dict[int, float], ranks: dict[int, dict], q: Query, limit: int,
-              exclude: set[int] | frozenset = frozenset()) -> list[Hit]:
+    def _hits(self, scores: dict[int, float], q: Query, limit: int) -> list[Hit]:
         if not scores:
             return []
         rows = self.index.db.execute(
@@ -497,8 +483,6 @@ class Searcher:
         # measured and lost: SciFact train nDCG@10 0.739 -> 0.734 at a quarter weight).
         best: dict[int, int] = {}  # note -> its best chunk
         for chunk_id, note in rows:
-            if note in exclude:
-                continue
             if note not in best or scores[chunk_id] > scores[best[note]]:
                 best[note] = chunk_id
         # Equal scores in chunk order: a stable order for callers and tests.
@@ -528,7 +512,7 @@ class Searcher:
                 note_id=note_id, title=title, source=source, kind=kind, url=url, path=path,
                 tags=json.loads(tags), heading_path=heading, snippet=picker.pick(passage),
                 passage=passage, score=scores[chunk_id], modified=modified,
-                archived=bool(archived), why=ranks.get(chunk_id, {}),
+                archived=bool(archived),
             ))
             if len(hits) >= limit:
                 break
@@ -609,23 +593,22 @@ class _Shown:
     def __init__(self, ranking: Ranking, limit: int) -> None:
         self.ranking = ranking
         self.vectors: np.ndarray | None = None
-        self.n = 0
         self.limit = limit
-        self.titles: list[str] = []
+        self.titles: list[str] = []  # one per row of ``vectors`` filled so far
 
     def add(self, signature: np.ndarray, title: str) -> None:
         if self.vectors is None:
             self.vectors = np.empty((self.limit, len(signature)), dtype=np.float32)
-        if self.n < self.limit:
-            self.vectors[self.n] = signature
+        n = len(self.titles)
+        if n < self.limit:
+            self.vectors[n] = signature
             self.titles.append(_title_key(title))
-            self.n += 1
 
     def near_duplicate(self, signature: np.ndarray, title: str) -> bool:
-        if not self.n:
+        if not self.titles:
             return False
         r = self.ranking
-        sims = self.vectors[: self.n] @ signature
+        sims = self.vectors[: len(self.titles)] @ signature
         if float(sims.max()) >= r.duplicate_similarity:
             return True
         key = _title_key(title)
@@ -645,10 +628,6 @@ def _title_key(title: str) -> str:
 def ramp(x: float, low: float, high: float) -> float:
     """0 below ``low``, 1 above ``high``, linear between."""
     return min(1.0, max(0.0, (x - low) / (high - low)))
-
-
-def _like_prefix(tag: str) -> str:
-    return tag.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 # Typing shows the same passages keystroke after keystroke: their cleaned text and

@@ -4,10 +4,11 @@ Ranking asks two things about words on every keystroke: how rare each query word
 weight, and whether it is common enough to leave out of the BM25 query, where scoring every
 chunk that holds "the" cost tens of milliseconds at 100,000 chunks), and which query words
 each candidate passage holds (its coverage). FTS5 answers both only by walking whole
-posting lists. Instead the index's vocabulary is kept in memory with each term's document
-frequency (one scan of ``fts5vocab``: 0.3 s for 100,000 chunks), and the few candidate
-passages are run through FTS5's tokenizer (5 us each), so both answers match what FTS5
-itself indexed: the same stems, the same diacritics folding.
+posting lists. The daemon's keyword copy (``keywords.py``) answers both from memory; until
+it is built, and in one-shot commands, the vocabulary comes from one scan of ``fts5vocab``
+(0.3 s for 100,000 chunks) and the few candidate passages are run through FTS5's
+tokenizer (5 us each). Either way the answers match what FTS5 itself indexed: the same
+stems, the same diacritics folding.
 """
 
 from __future__ import annotations
@@ -19,9 +20,16 @@ from collections.abc import Iterable
 import apsw
 import numpy as np
 
-# The tokenizer of ``chunks_fts`` (index.FTS_TOKENIZER), as apsw names it.
-TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
+# The tokenizer of ``chunks_fts`` as its CREATE statement spells it, and as apsw takes it.
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+TOKENIZER = (FTS_TOKENIZER.split()[0], FTS_TOKENIZER.split()[1:])
 _LAST = "\U0010ffff"
+
+
+def prefix_range(terms: list[str], prefix: str) -> tuple[int, int]:
+    """The slice of the sorted ``terms`` that start with ``prefix``."""
+    lo = bisect.bisect_left(terms, prefix)
+    return lo, bisect.bisect_left(terms, prefix + _LAST, lo)
 
 
 class Vocabulary:
@@ -61,12 +69,11 @@ class Vocabulary:
         return (0 if i is None else int(self.dfs[i])) + self.extra.get(term, 0)
 
     def _extra_range(self, prefix: str) -> list[str]:
-        lo = bisect.bisect_left(self._extra_terms, prefix)
-        return self._extra_terms[lo:bisect.bisect_left(self._extra_terms, prefix + _LAST, lo)]
+        lo, hi = prefix_range(self._extra_terms, prefix)
+        return self._extra_terms[lo:hi]
 
     def _range(self, prefix: str) -> tuple[int, int]:
-        lo = bisect.bisect_left(self.terms, prefix)
-        return lo, bisect.bisect_left(self.terms, prefix + _LAST, lo)
+        return prefix_range(self.terms, prefix)
 
     def prefix_df(self, prefix: str) -> int:
         """Chunks holding some term that starts with ``prefix``: the sum over those terms,
