@@ -16,6 +16,12 @@
 # ./notewell-query beside this file). tests/test_client_zsh.py checks it against the
 # Python client byte for byte.
 
+# Alfred sources this into a /bin/zsh that has read ~/.zshenv: what follows is parsed with
+# zsh's own options and no aliases (an option like ignore_braces would break `{fd}`). The
+# shell is Alfred's and ends with this script, so nothing of the user's is lost.
+\builtin emulate -R zsh
+\builtin unalias -m '*' 2>/dev/null
+
 typeset -g _notewell_here=${${(%):-%x}:A:h}
 
 _notewell_fallback() {
@@ -93,6 +99,9 @@ notewell_query() {
   emulate -L zsh
   setopt no_multibyte extended_glob  # lengths in bytes, as the protocol counts them
   local fd=  # the connection, once open: _notewell_fallback closes it
+  # A daemon that closes before reading (busy, stopping) must mean a fallback, not a
+  # shell killed by SIGPIPE with nothing printed.
+  trap '' PIPE
   zmodload zsh/net/socket zsh/system 2>/dev/null || _notewell_fallback "$@"
   local query=${(j: :)@}
   # A paste too long for one request: the Python client trims it first.

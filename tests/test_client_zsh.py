@@ -214,3 +214,47 @@ def test_a_socket_path_only_python_can_work_out_goes_to_python(marker):
     deep = "/tmp/" + "d" * 120
     got = run_zsh({"NOTEWELL_HOME": deep, "NOTEWELL_PYTHON": str(marker)}, "q")
     assert fell_back(got, "q")
+
+
+def test_sourced_by_a_zsh_that_read_a_hostile_zshenv(short_home, marker, tmp_path):
+    # Alfred's /bin/zsh reads ~/.zshenv before it sources the client: options and aliases
+    # from there must not change how the client parses or what it prints.
+    zdot = tmp_path / "zdot"
+    zdot.mkdir()
+    (zdot / ".zshenv").write_text("setopt ignore_braces ksh_arrays sh_word_split no_unset\n"
+                                  "alias print='echo hijacked' exec='echo hijacked'\n")
+    d = fake_daemon(short_home, ok_frame('{"items":[{"title":"found"}]}'))
+    try:
+        out = subprocess.run(
+            ["zsh", "-c", f'source {ZSH_CLIENT} "$1"', "zsh", "some words"],
+            env={"NOTEWELL_HOME": str(short_home), "NOTEWELL_PYTHON": str(marker),
+                 "ZDOTDIR": str(zdot), "HOME": str(tmp_path)},
+            capture_output=True, timeout=10, check=False)
+        assert out.stdout == b'{"items":[{"title":"found"}]}', out.stderr
+    finally:
+        d.close()
+
+
+def test_a_daemon_that_hangs_up_before_reading_means_the_fallback(short_home, marker):
+    path = short_home / "run" / "notewell.sock"
+    path.parent.mkdir(parents=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(8)
+
+    def hang_up() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.close()
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    try:
+        query = "p" * 50_000  # more than the socket takes before the peer has closed
+        got = run_zsh({"NOTEWELL_HOME": str(short_home), "NOTEWELL_PYTHON": str(marker)},
+                      query)
+        assert got.returncode == 0 and fell_back(got, query), (got.returncode, got.stderr)
+    finally:
+        listener.close()

@@ -2,9 +2,10 @@
 
 SQLite extension loading -> model files -> config -> each source readable -> index built
 with this model and chunker -> daemon answering -> socket and directory private -> agent
-loaded -> Alfred workflow built for this installation. Checks only read: nothing is
-created, migrated or started. ``run`` returns the results; the CLI prints them and exits
-non-zero when any failed.
+loaded -> Alfred workflow built for this installation -> its zsh client answering by
+itself. Checks only read: nothing is created, migrated or started (with the daemon up, the
+last check runs one empty Alfred search through the zsh client, as Alfred would). ``run``
+returns the results; the CLI prints them and exits non-zero when any failed.
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ def check_index() -> Check:
     return Check(name, OK, f"{notes} notes, built with this model and chunker ({path})")
 
 
-def check_daemon() -> tuple[Check, dict | None]:
+def check_daemon() -> Check:
     from . import __version__, client, protocol
 
     name = "daemon"
@@ -158,22 +159,22 @@ def check_daemon() -> tuple[Check, dict | None]:
         reply = client.ask(protocol.request("ping"), timeout=2.0)
     except (FileNotFoundError, ConnectionRefusedError):
         return Check(name, FAIL, f"not running (no answer on {paths.socket_path()})",
-                     "`notewell agent start` (or `notewell serve` in a terminal)"), None
+                     "`notewell agent start` (or `notewell serve` in a terminal)")
     except (OSError, protocol.ProtocolError) as e:
-        return Check(name, FAIL, f"no usable answer: {e}", "`notewell agent restart`"), None
+        return Check(name, FAIL, f"no usable answer: {e}", "`notewell agent restart`")
     if not reply.get("ok"):
         message = (reply.get("error") or {}).get("message", "error")
-        return Check(name, FAIL, message, "`notewell agent restart`"), None
+        return Check(name, FAIL, message, "`notewell agent restart`")
     info = reply["result"]
     if info.get("version") != __version__:
         return Check(name, FAIL, f"runs notewell {info.get('version')}, installed is "
-                     f"{__version__}", "`notewell agent restart`"), info
+                     f"{__version__}", "`notewell agent restart`")
     state = info.get("state")
     if state == "error":
         return Check(name, FAIL, "running but its engine failed to start",
-                     "see `notewell status` and the log in " + paths.log_dir()), info
+                     "see `notewell status` and the log in " + paths.log_dir())
     return Check(name, OK, f"pid {info.get('pid')}, {state}, protocol "
-                 f"{info.get('protocol')}"), info
+                 f"{info.get('protocol')}")
 
 
 def check_socket() -> Check:
@@ -255,13 +256,15 @@ def check_fast_client(platform: str, daemon_up: bool) -> Check:
     fast = alfred_workflow.this_installation().fast_client
     if fast is None:
         return Check(name, SKIP, "no checkout: the workflow runs the Python client")
-    zsh = shutil.which("zsh") or ("/bin/zsh" if os.path.exists("/bin/zsh") else None)
+    # Alfred runs /bin/zsh, whatever comes first on PATH (Homebrew's, say).
+    zsh = "/bin/zsh" if os.path.exists("/bin/zsh") else shutil.which("zsh")
     problem = None
     if zsh is None:
         problem = "zsh not found"
     else:
-        # The fallback is /bin/false here: an answer can only come from zsh itself.
-        probe = [zsh, "-f", fast, ""] if daemon_up else [
+        # Sourced as Alfred does (after ~/.zshenv), the fallback set to /bin/false: an
+        # answer can only come from zsh itself.
+        probe = [zsh, "-c", 'source "$1" ""', "zsh", fast] if daemon_up else [
             zsh, "-f", "-c", "zmodload zsh/net/socket zsh/system"]
         try:
             out = subprocess.run(probe, capture_output=True, timeout=10, check=False,
@@ -290,7 +293,7 @@ def run(platform: str | None = None,
     for src in (cfg.sources if cfg else ()):
         checks.append(check_source(src, platform))
     checks.append(check_index())
-    daemon_check = check_daemon()[0]
+    daemon_check = check_daemon()
     checks.append(daemon_check)
     checks.append(check_socket())
     checks.append(check_agent(platform, run_cmd))
