@@ -399,3 +399,19 @@ def test_cli_alfred_install_builds_and_says_what_to_do_off_macos(home: Path, tmp
     assert out.exists() and zipfile.is_zipfile(out), r.stderr
     if sys.platform != "darwin":
         assert r.returncode == 1 and "macOS" in r.stdout
+
+
+def test_bundled_client_runs_without_a_checkout(tmp_path: Path, home):
+    inst = alfred_workflow.Installation(python=sys.executable,
+                                        client=alfred_workflow.BUNDLED_CLIENT,
+                                        pythonpath=str(REPO / "daemon"))
+    built = Path(alfred_workflow.build(str(tmp_path / "nw.alfredworkflow"), inst))
+    wf = tmp_path / "wf"
+    plist = unpack(built, wf)
+    (sf,) = objects_by_type(plist)[SCRIPT_FILTER]
+    assert sf["config"]["type"] == 0  # bash: no zsh client without a checkout
+    out = subprocess.run(["/bin/bash", "-c", sf["config"]["script"], "bash", "anything"],
+                         cwd=wf, env=alfred_env(plist, NOTEWELL_HOME=str(home)),
+                         capture_output=True, timeout=20)
+    assert out.returncode == 0, out.stderr
+    assert "not running" in json.loads(out.stdout)["items"][0]["title"]

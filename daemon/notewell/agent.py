@@ -156,7 +156,7 @@ class Launchd:
 
     def install(self, prog: list[str], env: dict[str, str]) -> str:
         os.makedirs(self.log_dir(), exist_ok=True)
-        _write(self.unit_path, self.render(prog, env))
+        paths.write_atomic(self.unit_path, self.render(prog, env))
         if self._launchctl("print", self.target, check=False).returncode == 0:
             self._launchctl("bootout", self.target, check=False)
         # bootout finishes asynchronously; bootstrap can fail (EIO) until it has.
@@ -226,7 +226,7 @@ class Systemd:
         return systemd_unit(prog, env).encode()
 
     def install(self, prog: list[str], env: dict[str, str]) -> str:
-        _write(self.unit_path, self.render(prog, env))
+        paths.write_atomic(self.unit_path, self.render(prog, env))
         self._systemctl("daemon-reload")
         self._systemctl("enable", "--now", SERVICE)
         # enable --now leaves an already running daemon on its old unit: restart it.
@@ -360,14 +360,6 @@ def _launchctl_fields(text: str) -> dict[str, str]:
     return fields
 
 
-def _write(path: str, data: bytes) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-
-
 def _remove(path: str) -> bool:
     try:
         os.remove(path)
@@ -394,4 +386,4 @@ def examples() -> dict[str, bytes]:
 
 if __name__ == "__main__":  # python -m notewell.agent DIR: refresh the examples
     for name, data in examples().items():
-        _write(os.path.join(sys.argv[1], name), data)
+        paths.write_atomic(os.path.join(sys.argv[1], name), data)

@@ -18,8 +18,6 @@ if TYPE_CHECKING:
 
 ICONS = {"bear": "icons/bear.png", "obsidian": "icons/obsidian.png",
          "markdown": "icons/markdown.png"}
-MOD_HINT = ("⌘ reveal · ⌥ copy passage · ⌃ copy link · ⇧ Quick Look · fn similar · "
-            "⌘L large type · ⌘C copy")
 
 
 def hit_item(hit: Hit, query: str = "") -> dict:
@@ -37,7 +35,7 @@ def hit_item(hit: Hit, query: str = "") -> dict:
         "autocomplete": hit.title,
         "text": {"copy": hit.passage, "largetype": hit.passage},
         "icon": {"path": ICONS.get(hit.kind, ICONS["markdown"])},
-        "variables": {"action": "open", "note_id": hit.note_id, "query": query},
+        "variables": _mod_vars("open", hit, query),
         "mods": {
             "cmd": {"arg": reveal, "subtitle": "Reveal in Finder" if hit.path
                     else "Open in " + hit.kind.title(),

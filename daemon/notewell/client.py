@@ -58,7 +58,7 @@ def _connect(sock, path: str, timeout: float) -> None:
 
 
 def alfred_output(query: str) -> str:
-    query = query[:1000]
+    query = query[:protocol.MAX_QUERY_CHARS]
     try:
         reply = ask(protocol.request("search", query=query, format="alfred"))
     except (FileNotFoundError, ConnectionRefusedError):

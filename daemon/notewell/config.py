@@ -103,11 +103,7 @@ def dump(config: Config) -> str:
 
 def save(config: Config, path: str | None = None) -> str:
     path = path or paths.config_path()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(dump(config))
-    os.replace(tmp, path)
+    paths.write_atomic(path, dump(config).encode("utf-8"))
     return path
 
 

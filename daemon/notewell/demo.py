@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -33,13 +34,18 @@ def demo_config() -> config.Config:
 
 
 def client_command() -> list[str]:
-    """How Alfred would run the client: the checkout's script with -IS when there is one."""
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client",
-                          "notewell-query")
-    if os.path.exists(script):
-        return [sys.executable, "-IS", os.path.realpath(script)]
-    parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    boot = f"import sys; sys.path.insert(0, {parent!r}); from notewell.client import main; main()"
+    """The client as the Alfred workflow runs it: from a checkout the zsh client (when zsh
+    is here), else the checkout's Python client, else the package's with -IS."""
+    from .launcher.alfred_workflow import BUNDLED_CLIENT, this_installation
+
+    inst = this_installation()
+    zsh = shutil.which("zsh")
+    if inst.fast_client and zsh:
+        return [zsh, "-f", inst.fast_client]
+    if inst.client != BUNDLED_CLIENT:
+        return [sys.executable, "-IS", inst.client]
+    boot = (f"import sys; sys.path.insert(0, {inst.pythonpath!r}); "
+            "from notewell.client import main; main()")
     return [sys.executable, "-IS", "-c", boot]
 
 
@@ -78,12 +84,14 @@ def run_demo(queries: list[str] | None = None) -> int:
             print(f"notewell: the daemon did not become ready; see {log_path}", file=sys.stderr)
             return 1
         print(f"daemon: pid {daemon.pid}, socket {paths.socket_path()}")
+        command = client_command()
         for q in queries or EXAMPLES:
             t0 = time.perf_counter()
-            out = subprocess.run([*client_command(), q], capture_output=True, check=False)
+            out = subprocess.run([*command, q], capture_output=True, check=False,
+                                 env={**os.environ, "NOTEWELL_PYTHON": sys.executable})
             ms = (time.perf_counter() - t0) * 1000
             doc = json.loads(out.stdout)
-            print(f"\n$ client/notewell-query {q!r}   ({ms:.0f} ms, "
+            print(f"\n$ {os.path.basename(command[-1])} {q!r}   ({ms:.0f} ms, "
                   f"{len(doc['items'])} items)")
             for item in doc["items"][:5]:
                 print(f"  - {item['title']}  ·  {item.get('subtitle', '')[:90]}")

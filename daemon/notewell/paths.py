@@ -108,6 +108,17 @@ def lock_path() -> str:
     return _join(runtime_dir(), "daemon.lock")
 
 
+def write_atomic(path: str, data: bytes) -> None:
+    """Write ``path`` (and its folder) so a reader sees the old file or the new one whole."""
+    import os
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
 def ensure_private_dir(path: str) -> str:
     """Create ``path`` (and parents) as 0700, never wider, and check nobody else owns it."""
     import os

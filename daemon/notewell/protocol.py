@@ -13,6 +13,7 @@ input with the real ``msgpack`` library; tests check both agree byte for byte.
 
 PROTOCOL_VERSION = 1
 MAX_REQUEST_BYTES = 64 * 1024
+MAX_QUERY_CHARS = 1000  # longer queries are cut here, by the client and by the daemon
 MAX_REPLY_BYTES = 16 * 1024 * 1024
 HEADER_BYTES = 4
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-MAX_QUERY_CHARS = 1000
+from .protocol import MAX_QUERY_CHARS
+
 _WORD = re.compile(r"\w+", re.UNICODE)
 _FILTER = re.compile(r"(?:(?<=\s)|^)(#[\w][\w/\-]*|in:[\w.\-]+|similar:\S+)(?=\s|$)")
 

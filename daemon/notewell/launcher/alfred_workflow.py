@@ -33,10 +33,9 @@ from dataclasses import dataclass
 
 from .. import __version__, paths
 from . import icons
+from .alfred_actions import BUNDLE_ID, SEARCH_TRIGGER
 
-BUNDLE_ID = "com.notewell.alfred"
 DEFAULT_KEYWORD = "n"
-SEARCH_TRIGGER = "search"
 ACTION_SCRIPT = "notewell-action"
 BUNDLED_CLIENT = "notewell-query"
 
@@ -96,7 +95,8 @@ An empty query lists recently modified notes. Filters: #tag, in:SOURCE.
 If the daemon is not running, one item says so; Enter starts it.
 
 This workflow was built by `notewell alfred build` for one installation: the variables
-NOTEWELL_PYTHON (informational) and NOTEWELL_PYTHONPATH point at it. Rebuild it after moving
+NOTEWELL_PYTHON (the interpreter behind the Python client and the actions) and
+NOTEWELL_PYTHONPATH point at it. Rebuild it after moving
 notewell.
 """
 
@@ -274,11 +274,13 @@ def files(inst: Installation) -> dict[str, tuple[bytes, int]]:
 
 
 def _client_bootstrap() -> bytes:
+    # As client/notewell-query: no ``os`` (1.2 ms) and no interpreter teardown (1.1 ms).
     return (b"#!/usr/bin/env python3\n"
             b'"""notewell\'s per-keystroke client (see notewell/client.py)."""\n'
-            b"import os\nimport sys\n\n"
-            b'sys.path.insert(0, os.environ["NOTEWELL_PYTHONPATH"])\n\n'
-            b"from notewell.client import main  # noqa: E402\n\nsys.exit(main())\n")
+            b"import posix\nimport sys\n\n"
+            b'sys.path.insert(0, posix.environ[b"NOTEWELL_PYTHONPATH"].decode())\n\n'
+            b"from notewell.client import main  # noqa: E402\n\n"
+            b"code = main()\nsys.stdout.flush()\nposix._exit(code)\n")
 
 
 def default_output() -> str:
@@ -296,11 +298,7 @@ def build(out: str | None = None, inst: Installation | None = None) -> str:
             info.external_attr = (0o100000 | mode) << 16  # a regular file with this mode
             info.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(info, data)
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    tmp = out + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(buf.getvalue())
-    os.replace(tmp, out)
+    paths.write_atomic(out, buf.getvalue())
     return out
 
 

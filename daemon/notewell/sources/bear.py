@@ -56,9 +56,6 @@ DEFAULT_LOCATIONS = (
 REQUIRED_NOTE_COLUMNS = ("Z_PK", "ZUNIQUEIDENTIFIER", "ZTITLE", "ZTEXT", "ZMODIFICATIONDATE",
                          "ZTRASHED")
 REQUIRED_TAG_COLUMNS = ("Z_PK", "ZTITLE")
-# Present in some Bear versions only; a missing one means "no such state".
-OPTIONAL_NOTE_COLUMNS = ("ZARCHIVED", "ZENCRYPTED", "ZPERMANENTLYDELETED", "ZCREATIONDATE",
-                         "Z_OPT")
 KNOWN_LAYOUTS = {(5, 13): "Bear 2", (7, 14): "Bear 1 (1.7+)"}
 
 LOCK_RETRY_SECONDS = 5.0

@@ -145,16 +145,14 @@ class ObsidianSource(MarkdownSource):
         template = self.config.options.get("url_template")
         if template:
             return super().note_url(rel, path)
-        return (f"obsidian://open?vault={urllib.parse.quote(self.vault, safe='')}"
-                f"&file={urllib.parse.quote(self._file_param(rel), safe='')}")
+        return self._open_url(self._file_param(rel))
 
     def passage_url(self, note: Note, anchor: str | None) -> str:
         if not anchor or self.config.options.get("url_template"):
             return note.url
         rel = self._rel(note.note_id)
-        target = f"{self._file_param(rel)}#{anchor}"
-        return (f"obsidian://open?vault={urllib.parse.quote(self.vault, safe='')}"
-                f"&file={urllib.parse.quote(target, safe='')}")
+        return self._open_url(f"{self._file_param(rel)}#{anchor}")
 
-    def watch_paths(self) -> list[str]:
-        return [self.root]
+    def _open_url(self, file: str) -> str:
+        return (f"obsidian://open?vault={urllib.parse.quote(self.vault, safe='')}"
+                f"&file={urllib.parse.quote(file, safe='')}")
