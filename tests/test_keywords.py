@@ -93,6 +93,18 @@ def test_many_changes_ask_for_a_rebuild_instead(engine, copy):
     assert copy.with_changes([], rows, Tokens(engine.index.db), "e") is None
 
 
+def test_many_removals_ask_for_a_rebuild_too(engine):
+    # Past the threshold in removals alone (a folder deleted note by note), no delta.
+    from notewell.keywords import COLUMN_WEIGHTS, build
+    from notewell.terms import Tokens
+
+    tokens = Tokens(engine.index.db)
+    base = build([(i, f"t{i}", "", f"word{i} body", "") for i in range(1, 700)], tokens,
+                 COLUMN_WEIGHTS, "e")
+    assert base.with_changes(list(range(1, 10)), [], tokens, "e2") is not None
+    assert base.with_changes(list(range(1, 600)), [], tokens, "e2") is None
+
+
 def test_search_uses_the_copy_only_when_it_scores_like_fts5(engine, copy):
     s = Searcher(engine.index, engine.embedder)
     assert s._keyword_copy(s.query_terms(parse("bread"))) is copy

@@ -32,7 +32,7 @@ import msgpack
 from . import __version__, alfred, paths, protocol, store
 from .config import Config
 from .engine import Engine
-from .index import IndexProblem, connect
+from .index import Index, IndexProblem, connect
 from .memory import limit_heaps, release_memory
 from .query import MAX_QUERY_CHARS
 from .response_cache import ResponseCache
@@ -86,9 +86,10 @@ class Daemon:
         self.started = time.time()
         self._listener: socket.socket | None = None
         self._lock_fd: int | None = None
+        self._sync_thread: threading.Thread | None = None
         self._connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="notewell-worker")
-        self._retired: list[tuple[float, Engine | object]] = []
+        self._retired: list[tuple[float, Index]] = []  # replaced indexes, closed later
         self._responses = ResponseCache(connect)
         # The newest query an Alfred client asked for: the stale-Enter guard compares an
         # actioned item's query with it (``launcher.alfred_actions``). Kept here rather
@@ -173,7 +174,7 @@ class Daemon:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(sock_path)
         self._pool.shutdown(wait=False, cancel_futures=True)
-        busy = [t for t in (getattr(self, "_sync_thread", None),
+        busy = [t for t in (self._sync_thread,
                             *getattr(self._pool, "_threads", ())) if t is not None]
         for t in busy:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
@@ -206,9 +207,8 @@ class Daemon:
             self.state = "warming"
             self.engine = self.engine_factory(self.config)
             # A damaged index was moved aside for an empty one: say so until it is full.
-            recovered = getattr(self.engine.index, "recovered_from", None)
-            self.state = "rebuilding" if recovered else "ready"
-            log.info("engine ready: %s", self.engine.status()["model"])
+            self.state = "rebuilding" if self.engine.index.recovered_from else "ready"
+            log.info("engine ready: %s", self.engine.embedder.fingerprint())
         except IndexProblem as e:
             self.state, self.problem = "error", str(e)
             log.error("%s", e)
@@ -233,7 +233,7 @@ class Daemon:
             log.exception("change detection failed to start; syncing every %.0f s",
                           self.poll_seconds)
             self.watcher = None
-        self._sync_once(None, since=time.time())
+        self._sync_once()
         # The keyword copy after that first sync, not before: built earlier it would hold
         # an index the sync is still changing (FTS5 answers meanwhile).
         with contextlib.suppress(Exception):
@@ -254,11 +254,11 @@ class Daemon:
             with contextlib.suppress(Exception):
                 self.engine.index.keywords()
             if self.watcher is None:
-                self._sync_once(None, since=time.time())
+                self._sync_once()
                 continue
             due = self.watcher.take_due()
             if due:
-                self._sync_once(set(due), since=min(due.values()), per_source=due)
+                self._sync_once(due)
             else:
                 self._switch_generation()
                 self._close_retired()
@@ -282,14 +282,17 @@ class Daemon:
             engine.reopen(newer, close_old=False)
             self._retired.append((time.monotonic(), old))
 
-    def _sync_once(self, only: set[str] | None, since: float,
-                   per_source: dict[str, float] | None = None) -> None:
+    def _sync_once(self, due: dict[str, float] | None = None) -> None:
+        """Sync the sources ``due`` (name -> when its change was first seen), or all of
+        them (as of now)."""
         engine = self.engine
         assert engine is not None
         reports_before = self._begin_round()
+        only = set(due) if due is not None else None
         names = only if only is not None else {s.name for s in engine.sources}
+        now = time.time()
         for name in names:
-            first = (per_source or {}).get(name, since)
+            first = (due or {}).get(name, now)
             self.behind[name] = min(self.behind.get(name, first), first)
         try:
             self._switch_generation()
@@ -355,7 +358,7 @@ class Daemon:
         for when, index in self._retired:
             if now - when > 30:
                 with contextlib.suppress(Exception):
-                    index.close()  # type: ignore[attr-defined]
+                    index.close()
                 closed = True
             else:
                 keep.append((when, index))
@@ -396,7 +399,7 @@ class Daemon:
                 if deadline is not None and time.monotonic() > deadline:
                     raise RequestError("timeout", "the sync is still running; see "
                                        "`notewell status` for progress")
-                thread = getattr(self, "_sync_thread", None)
+                thread = self._sync_thread
                 if thread is None or not thread.is_alive():
                     raise RequestError("unavailable", "the sync thread has stopped; see the "
                                        "log, then restart the daemon")
@@ -463,10 +466,6 @@ class Daemon:
         except (RuntimeError, CancelledError):  # the pool is shut down: we are stopping
             return None
 
-    def handle_bytes(self, body: bytes) -> dict:
-        req, bad = decode_request(body)
-        return bad if bad is not None else self.handle(req)
-
     def handle(self, req: object) -> dict:
         if not isinstance(req, dict) or not isinstance(req.get("op"), str):
             return error_reply("bad_request", "a request is a map with a string 'op'")
@@ -510,7 +509,7 @@ class Daemon:
         if self.state != "rebuilding" or engine is None:
             return None
         notes = engine.index.db.execute("SELECT count(*) FROM notes").fetchone()[0]
-        return {"notes": notes, "moved_to": getattr(engine.index, "recovered_from", None)}
+        return {"notes": notes, "moved_to": engine.index.recovered_from}
 
     def op_ping(self, req: dict) -> dict:
         return {"pong": True, "version": __version__, "protocol": protocol.PROTOCOL_VERSION,
@@ -522,7 +521,6 @@ class Daemon:
                 "socket": paths.socket_path(), "last_reports": self.last_reports}
         if self.engine is not None:
             base.update(self.engine.status())
-            base["state"] = self.state
             base["rebuilding"] = self.rebuilding()
             if self.watcher is not None:
                 base["watching"] = self.watcher.mode

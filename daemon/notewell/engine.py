@@ -10,7 +10,6 @@ import contextlib
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Collection
 
 from . import __version__, paths, store
@@ -54,7 +53,6 @@ class Engine:
         self.searcher = Searcher(self.index, self.embedder, ranking)
         self.sources: list[Source] = [open_source(s) for s in config.sources]
         self._sync_lock = threading.Lock()
-        self.started = time.time()
 
     def close(self) -> None:
         self.index.close()

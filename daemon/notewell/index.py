@@ -263,7 +263,8 @@ class Index:
 
     def consistency_problems(self) -> list[str]:
         """What breaks the one-to-one links between notes, chunks, FTS rows and vectors
-        (empty when consistent). Slower than ``integrity_check``: for tests and ``doctor``.
+        (empty when consistent). Slower than ``integrity_check``: for tests and
+        ``bench/load.py``.
 
         Every chunk belongs to a note and has exactly one FTS row and one stored vector;
         every FTS row is a chunk's; ``embeddings`` and ``vectors`` hold the same ids (a
@@ -415,6 +416,7 @@ class Index:
             before = self.chunks_epoch()
             row = self.db.execute("SELECT id FROM notes WHERE note_id = ?", (note_id,)).fetchone()
             if row:
+                self._chunks_changed()
                 removed = self._delete_rows(row[0])
         if removed:
             self._keywords_follow(before, removed, [])
@@ -442,8 +444,8 @@ class Index:
         return _chunks_epoch(self.db)
 
     def _delete_rows(self, rowid: int) -> list[int]:
-        """Delete a note's rows; returns the ids of the chunks that went."""
-        self._chunks_changed()
+        """Delete a note's rows; returns the ids of the chunks that went. The caller moves
+        the chunks epoch (once per transaction)."""
         chunk_ids = [r[0] for r in self.db.execute("SELECT id FROM chunks WHERE note = ?",
                                                    (rowid,))]
         # Virtual tables see no foreign keys: clear the FTS rows by hand first.
@@ -520,9 +522,9 @@ class Index:
     def knn(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
         """(embedding id, cosine distance) of the ``k`` nearest stored vectors.
 
-        Exact with sqlite-vec on small indexes; on large ones from the in-memory copy
-        (``vector_cache``: exact up to 20,000 vectors, quantized with recall@10 >= 0.98
-        beyond), once it is loaded."""
+        From the in-memory copy (``vector_cache``: exact up to 20,000 vectors, quantized
+        with recall@10 >= 0.98 beyond), read on the spot for small indexes; sqlite-vec
+        answers exactly while a large index's copy loads, or with ``use_vector_copy`` off."""
         cache = self._vector_cache()
         if cache is not None:
             return cache.search(vector, k)

@@ -147,14 +147,16 @@ class KeywordIndex:
                      tokens: Tokens, epoch: str) -> KeywordIndex | None:
         """A copy with the chunks ``removed`` gone and ``added`` (rows as for ``build``)
         in, sharing this one's posting lists: what a sync of a few notes costs instead of
-        a rebuild. None once the changes outgrow a tenth of the base: rebuild then."""
-        added_total = len(self.chunk_ids) - self.base_size + len(added)
-        if added_total > max(500, self.base_size // 10):
-            return None
+        a rebuild. None once the chunks added and removed since the base outgrow a tenth
+        of it (a folder deleted note by note included): rebuild then."""
         alive = (np.ones(len(self.chunk_ids), dtype=bool) if self.alive is None
                  else self.alive.copy())
         gone = self.positions(removed)
         alive[gone[gone >= 0]] = False
+        changed = len(self.chunk_ids) - self.base_size + len(added) + int(len(alive)
+                                                                          - alive.sum())
+        if changed > max(500, self.base_size // 10):
+            return None
         fresh = build(added, tokens, self.weights, epoch, start=len(self.chunk_ids))
         assert fresh is not None
         delta = {t: pair for t, pair in self.delta.items()}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .chunking import ChunkSettings, chunk_note
@@ -158,7 +158,7 @@ class Syncer:
         return report
 
     def _write(self, source: Source, notes: list[Note], report: SyncReport,
-               stored: dict | None = None) -> int:
+               stored: dict) -> int:
         """Embed what is missing, then replace each note's rows; returns how many notes
         were left unwritten because a stop was requested while embedding."""
         planned: list[tuple[Note, list[tuple[Chunk, str, str]]]] = []
@@ -171,12 +171,11 @@ class Syncer:
                 texts[h] = text
                 rows.append((chunk, source.passage_url(note, chunk.anchor), h))
             planned.append((note, rows))
-        missing = sorted(self.index.missing_embeddings(texts))
+        # Similar lengths together, as the model batches them: steps cost no speed.
+        missing = sorted(self.index.missing_embeddings(texts), key=lambda h: (len(texts[h]), h))
         total = sum(len(rows) for _, rows in planned)
         report.embedded += len(missing)
         report.reused += total - len(missing)
-        # Similar lengths together, as the model batches them: steps cost no speed.
-        missing.sort(key=lambda h: len(texts[h]))
         for i in range(0, len(missing), EMBED_STEP):
             if i and self.should_stop():
                 break
@@ -195,7 +194,7 @@ class Syncer:
                 self.index.replace_note(note, rows)
                 continue
             unwritten += 1
-            if stored is not None and note.note_id in stored:
+            if note.note_id in stored:
                 report.updated -= 1
             else:
                 report.added -= 1
@@ -209,9 +208,3 @@ def _unreadable_memo(source: Source) -> dict[str, tuple[str, str, float]]:
     except TypeError:  # a source that cannot be weakly referenced: warn every sync
         return {}
 
-
-def sync_all(index: Index, embedder: Embedder, chunker: ChunkSettings,
-             sources: Iterable[Source], progress: bool = False,
-             should_stop: Callable[[], bool] = lambda: False) -> list[SyncReport]:
-    syncer = Syncer(index, embedder, chunker, should_stop)
-    return [syncer.sync(s, progress=progress) for s in sources]

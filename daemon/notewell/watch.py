@@ -42,9 +42,7 @@ def scan_digest(source: Source) -> str:
         for stub in sorted(source.scan(), key=lambda s: s.note_id):
             h.update(f"{stub.note_id}\x00{stub.fingerprint}\x01".encode("utf-8",
                                                                          "surrogatepass"))
-    except SourceError as e:
-        return f"error:{e}"
-    except OSError as e:
+    except (SourceError, OSError) as e:
         return f"error:{e}"
     return h.hexdigest()
 
@@ -219,8 +217,7 @@ class ChangeWatcher:
         self.on_change()
 
     def check_now(self) -> None:
-        """Poll every token and digest once, on the caller's thread (tests, and a daemon
-        that wants an answer before it sleeps)."""
+        """Poll every token and digest once, on the caller's thread (for tests)."""
         now = time.monotonic()
         for name in list(self.sources):
             self._check(name, now, digest=True)
