@@ -174,10 +174,10 @@ class KeywordIndex:
             delta=delta, alive=np.concatenate((alive, np.ones(len(added), dtype=bool))),
             base_size=self.base_size, term_index=self.term_index)
 
-    def holds(self, chunk_ids: Sequence[int], term: str, prefix: bool = False) -> np.ndarray:
-        """For each of ``chunk_ids``, whether it holds ``term`` (or a term starting with it)."""
+    def holds(self, positions: np.ndarray, term: str, prefix: bool = False) -> np.ndarray:
+        """For each chunk at ``positions`` (``positions(chunk_ids)``, -1 for one not here),
+        whether it holds ``term`` (or a term starting with it)."""
         docs, _ = self.postings(term, prefix)
-        positions = self.positions(chunk_ids)
         if not len(docs):
             return np.zeros(len(positions), dtype=bool)
         at = np.minimum(np.searchsorted(docs, positions), len(docs) - 1)

@@ -362,8 +362,9 @@ class Searcher:
         copy = self._keyword_copy(terms)
         if copy is not None:  # from the posting lists: no passage read or tokenized
             share = np.zeros(len(chunk_ids))
+            positions = copy.positions(chunk_ids)
             for t in terms:
-                share += copy.holds(chunk_ids, t.tokens[0], t.prefix) * (t.idf / total)
+                share += copy.holds(positions, t.tokens[0], t.prefix) * (t.idf / total)
             return dict(zip(chunk_ids, share.tolist())), total
         # Without the copy: from the chunks' tokenized text (only here are a typed word's
         # completions needed, so only here are they listed).
