@@ -43,7 +43,7 @@ SIZES = {"1k": 1_000, "5k": 5_000, "10k": 10_000, "100k": 100_000, "1m": 1_000_0
 def parse_sizes(spec: str) -> list[str | int]:
     """``--sizes 10k,100k,2500``: named corpora stay names, anything else is a count."""
     return [s if s in SIZES else int(s) for s in (p.strip() for p in spec.split(","))]
-REAL_LIMIT = 10_000  # chunks of real text available; larger sizes are synthetic copies
+REAL_LIMIT = 10_000  # real chunks used at most; larger sizes are synthetic copies of them
 COPY_MARK = re.compile(r" ⁂\d+")
 COPY_NOISE = 0.025  # per dimension: cosine(copy, original) ≈ 1 / sqrt(1 + 384 * 0.025²) ≈ 0.9
 
@@ -282,15 +282,13 @@ class BenchEmbedder:
     real model when missing). A copy's text (``Title ⁂7``) gets its original's vector plus
     seeded Gaussian noise; ``random=True`` gives every text a random unit vector instead."""
 
-    def __init__(self, random: bool = False, progress: bool = True) -> None:
+    def __init__(self, random: bool = False) -> None:
         from notewell.embedding import OnnxEmbedder
 
         self.real = OnnxEmbedder()
         self.id, self.dim = self.real.id, self.real.dim
         self.store = VectorStore(self.real.fingerprint())
         self.random = random
-        self.progress = progress
-        self.embedded = 0
         self.last_save = time.monotonic()
 
     def fingerprint(self) -> str:
@@ -309,7 +307,6 @@ class BenchEmbedder:
             for b, v in zip(missing, vecs):
                 self.store.vectors[text_key(b)] = v
             self.store.dirty += len(missing)
-            self.embedded += len(missing)
             if time.monotonic() - self.last_save > 60:
                 self.store.save()
                 self.last_save = time.monotonic()
@@ -509,6 +506,10 @@ class DaemonProcess:
         self.env["PYTHONPATH"] = str(REPO / "daemon")
         if fake:
             self.env["NOTEWELL_EMBEDDER"] = "fake"
+        with env(NOTEWELL_HOME=str(home)):
+            from notewell import paths
+
+            self.socket_path = paths.socket_path()
         self.log = home / "bench-daemon.log"
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
@@ -527,8 +528,10 @@ class DaemonProcess:
     def ask(self, op: str, **args) -> dict:
         from notewell import client, protocol
 
-        with env(NOTEWELL_HOME=str(self.home)):
-            return client.ask(protocol.request(op, **args), timeout=30)
+        # Its own socket, not NOTEWELL_HOME set around the call: threads asking together
+        # (bench/memory.py's typists) would restore each other's environment mid-call.
+        return client.ask(protocol.request(op, **args), timeout=30,
+                          socket_path=self.socket_path)
 
     def _wait_ready(self, timeout: float) -> None:
         from notewell import protocol
@@ -549,12 +552,6 @@ class DaemonProcess:
         raise RuntimeError(f"daemon not ready after {timeout:.0f}s; see {self.log}")
 
     def stop(self) -> None:
-        import subprocess
+        from notewell.demo import stop_daemon
 
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_daemon(self.proc, timeout=20)

@@ -67,7 +67,8 @@ def main() -> int:
         print(json.dumps(evaluate.to_json(results), indent=2))
         return 0
     print(f"SciFact {args.split}: {queries} queries; index ready in {indexed:.0f}s; "
-          f"4 rankers in {seconds:.0f}s (home {os.environ.get('NOTEWELL_HOME', 'default')})\n")
+          f"4 rankers in {seconds:.0f}s, {seconds / max(1, 4 * queries) * 1000:.0f} ms per "
+          f"query and ranker (home {os.environ.get('NOTEWELL_HOME', 'default')})\n")
     print("| system | nDCG@10 | Recall@10 | MRR@10 |")
     print("|---|---:|---:|---:|")
     for method, groups in results.items():

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import common
 import numpy as np
-from notewell.embedding import BATCH_SIZE
+from notewell.embedding import BATCH_SIZE, SPIN
 
 SHORT_QUERIES = ["undo a commit", "postgres vacuum", "daily notes", "git hooks",
                  "schema templates", "publish site", "lookup", "vault sync", "refactor",
@@ -88,9 +88,10 @@ def worker(cfg: dict) -> dict:
 
 
 def concurrent(embedder, texts: list[str], cfg: dict) -> dict:
-    """Query latency while another thread embeds batches, as a sync does in the daemon."""
-    idle = query_latency(embedder)
+    """Query latency while another thread embeds batches, as a sync does in the daemon;
+    idle and busy both measured on the session that answers the queries."""
     queries = make_embedder({**cfg, "threads": 1}) if cfg.get("separate") else embedder
+    idle = query_latency(queries)
     stop = threading.Event()
 
     def index_forever() -> None:
@@ -177,7 +178,7 @@ def grid_part(args, texts_file: str) -> list[dict]:
           f"{best['chunks_per_s']} chunks/s")
     options = []
     for label, extra in (("arena on", {"arena": True}), ("spinning on", {"spin": True}),
-                         ("defaults", {})):
+                         ("arena off, spinning off", {})):
         r = run_worker({"texts": texts_file, "threads": args.cores, "batch": BATCH_SIZE,
                         **extra})
         options.append({"option": label, **r})
@@ -201,8 +202,9 @@ def grid_part(args, texts_file: str) -> list[dict]:
 def concurrent_part(args, texts_file: str) -> list[dict]:
     rows = []
     for separate in (False, True):
+        # Spinning as the daemon's sessions spin (embedding.SPIN).
         r = run_worker({"texts": texts_file, "threads": args.cores, "batch": BATCH_SIZE,
-                        "mode": "concurrent", "separate": separate})
+                        "mode": "concurrent", "separate": separate, "spin": SPIN})
         rows.append({"separate": separate, **r})
     print("\na query while a sync embeds batches in another thread")
     for r in rows:
@@ -221,7 +223,7 @@ def full_sync_part(args) -> dict:
         raise RuntimeError(out.stderr[-2000:])
     r = json.loads(out.stdout.strip().splitlines()[-1])
     print(f"\nnotewell sync, fresh index, real model: {r['chunks']} chunks of {r['notes']} "
-          f"notes in {r['seconds']:.1f} s = {r['chunks_per_s']:.1f} chunks/s; peak RSS "
+          f"notes in {r['seconds']:.1f} s = {r['chunks_per_s']:.1f} embedded chunks/s; peak RSS "
           f"{r['rss_peak_mb']} MB")
     return r
 

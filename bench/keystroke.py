@@ -11,8 +11,9 @@ What it prints, each as p50 / p95 over ``--runs`` or more runs:
   - typing: each prefix of a few queries, as Alfred sends them while one types (every
     keystroke a new query: model, k-NN, BM25 and rendering in the daemon);
   - repeat: the same query again (the daemon's prepared answer);
-- in-process round trip: the same request from a process that is already running, which
-  is what a launcher extension talking to the socket directly (Raycast) would pay;
+- in-process round trip: the same keystrokes sent from a process that is already running
+  (its own fresh daemon too), which is what a launcher extension talking to the socket
+  directly (Raycast) pays;
 - one-shot: ``notewell search`` with no daemon, which loads the model and the index for
   one query, as tools without a daemon do.
 Bare and client runs alternate, so both see the same machine load.
@@ -97,21 +98,20 @@ def typing_and_repeat(cmd: list[str], env: dict, typed: list[str], bare_cmd: lis
     return {"typing": typing, "repeat": repeat}
 
 
-def in_process(home: Path, typed: list[str]) -> dict[str, list[float]]:
-    """The same requests from a process that is already running (a launcher extension)."""
-    from notewell import client as nclient
-    from notewell import protocol
+def in_process(daemon: common.DaemonProcess, typed: list[str]) -> dict[str, list[float]]:
+    """The same keystrokes from a process that is already running (a launcher extension)."""
 
     def ask(q: str) -> None:
-        nclient.ask(protocol.request("search", query=q, format="alfred"))
+        daemon.ask("search", query=q, format="alfred")
 
-    with common.env(NOTEWELL_HOME=str(home)):
-        typing = []
-        for q in typed:
-            start = time.perf_counter()
-            ask(q + " ")  # a trailing space: a query the daemon has not cached yet
-            typing.append((time.perf_counter() - start) * 1000)
-        return {"typing": typing, "repeat": common.timed(lambda: ask(REPEAT), len(typed))}
+    for q in ("warm", "warm up", "warm up the cache"):
+        ask(q)
+    typing = []
+    for q in typed:
+        start = time.perf_counter()
+        ask(q)
+        typing.append((time.perf_counter() - start) * 1000)
+    return {"typing": typing, "repeat": common.timed(lambda: ask(REPEAT), len(typed))}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -141,13 +141,12 @@ def main(argv: list[str] | None = None) -> dict:
     typed = prefixes(TYPED, args.runs)
     bare: list[float] = []
     timings: dict[str, dict[str, list[float]]] = {}
-    for name, (cmd, cmd_env) in clients.items():
+    for name in (*clients, "inprocess"):
         # A daemon per client: the same keystrokes, each time on cold caches.
         daemon = common.DaemonProcess(home, fake=args.fake)
         try:
-            timings[name] = typing_and_repeat(cmd, cmd_env, typed, bare_cmd, bare)
-            if name == "client":
-                timings["inprocess"] = in_process(home, typed)
+            timings[name] = (in_process(daemon, typed) if name == "inprocess" else
+                             typing_and_repeat(*clients[name], typed, bare_cmd, bare))
         finally:
             daemon.stop()
     # One-shot: the CLI with no daemon loads the model and the index for each query.
@@ -183,8 +182,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"one-shot `notewell search`:  {common.fmt(res['oneshot'])}  "
           f"= {res['oneshot_speedup']}x the Python client"
           + (f", {res['oneshot_speedup_zsh']}x the zsh client" if "zsh" in timings else ""))
-    # From the repeated query: the same daemon work in both (the in-process typing run
-    # sends whole words, so it embeds on every request where the client's typing does not).
+    # From the repeated query: the daemon's prepared answer, the same work in both runs.
     over = res["client_repeat"]["p50"] - b - res["inprocess_repeat"]["p50"]
     print(f"client cost beyond interpreter start and daemon work: {over:.2f} ms "
           "(repeated query)")

@@ -8,7 +8,8 @@ For each size the real daemon (``notewell serve``, real model) is started on the
 from the operating system:
 - idle: ready, first sync done, no query yet;
 - under load: while 4 threads send typed queries for ``--seconds`` (peak and at the end);
-- after a sync: once 40 edited notes have been re-embedded by the daemon's own sync;
+- after a sync: once 40 edited notes have been re-embedded by a sync the daemon is asked
+  for;
 - peak: the high-water mark over the whole run (Linux ``VmHWM``).
 Edited notes are restored before the daemon stops (and synced back).
 """
@@ -49,7 +50,12 @@ def measure(size, vectors: str, seconds: float) -> dict:
         def typist(offset: int) -> None:
             n = offset
             while not stop.is_set():
-                reply = daemon.ask("search", query=queries[n % len(queries)], format="alfred")
+                try:
+                    reply = daemon.ask("search", query=queries[n % len(queries)],
+                                       format="alfred")
+                except Exception as e:  # a typist that stops must stop the benchmark
+                    errors.append(f"{type(e).__name__}: {e}")
+                    return
                 if not reply.get("ok"):
                     errors.append(str(reply.get("error")))
                 n += 4
@@ -68,7 +74,7 @@ def measure(size, vectors: str, seconds: float) -> dict:
             raise RuntimeError(f"searches failed: {errors[:3]}")
         res["load_peak_mb"] = round(max(samples))
         res["load_end_mb"] = round(samples[-1])
-        # A sync that embeds: edit notes, let the daemon's poll find and embed them.
+        # A sync that embeds: edit notes, then have the daemon sync and embed them.
         files = sorted(corpus.notes_dir.rglob("*.md"))
         for n, path in enumerate(files[:: max(1, len(files) // EDITS)][:EDITS]):
             edited[path] = path.read_text(encoding="utf-8")

@@ -24,16 +24,10 @@ from __future__ import annotations
 
 import os
 
+import common
 import numpy as np
 
 VARIANTS = ("shipped", "folded", "float", "dynamic-int8", "dynamic-int8-ffn2-float")
-
-
-def cache_dir() -> str:
-    root = os.environ.get("NOTEWELL_BENCH_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "notewell-bench")
-    os.makedirs(root, exist_ok=True)
-    return root
 
 
 def shipped_path() -> str:
@@ -48,7 +42,7 @@ def variant_path(name: str, directory: str | None = None) -> str:
         raise ValueError(f"unknown model variant {name!r}; choose from {', '.join(VARIANTS)}")
     if name == "shipped":
         return shipped_path()
-    directory = directory or os.path.join(cache_dir(), "models")
+    directory = directory or os.path.join(common.cache_dir(), "models")
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"minilm-{name}.onnx")
     if not os.path.exists(path):

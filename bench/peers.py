@@ -48,10 +48,9 @@ def _time(fn, qvecs: np.ndarray) -> tuple[dict, list[list[int]]]:
 
 def notewell_rows(corpus, qvecs: np.ndarray) -> list[dict]:
     from notewell.chunking import ChunkSettings
-    from notewell.embedding import DIM, MODEL_ID, OnnxEmbedder
+    from notewell.embedding import DIM, OnnxEmbedder
     from notewell.index import BuildSettings, Index
 
-    assert MODEL_ID and DIM
     fp = OnnxEmbedder.fingerprint(OnnxEmbedder.__new__(OnnxEmbedder))
     index = Index(corpus.index_path(), BuildSettings(fp, DIM, ChunkSettings().fingerprint()))
     rows = []

@@ -83,11 +83,6 @@ class ReferenceMiniLM:
         self.tokenizer.enable_truncation(max_tokens or embedding.MAX_TOKENS)
         self.tokenizer.no_padding()
 
-    def linear_weights(self) -> dict[str, np.ndarray]:
-        """The 2-D weight matrices of the encoder's linear layers, by name (out, in)."""
-        return {k: v for k, v in self.w.items()
-                if k.startswith("encoder.") and k.endswith(".weight") and v.ndim == 2}
-
     def embed(self, texts: list[str]) -> np.ndarray:
         """One text at a time: no padding, so nothing depends on masking."""
         encs = self.tokenizer.encode_batch([embedding_clean(t) for t in texts])

@@ -110,13 +110,9 @@ class DaemonProcess:
         return client.ask(protocol.request(op, **args), timeout=10)
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        from notewell.demo import stop_daemon
+
+        stop_daemon(self.proc)
         return self.proc.returncode
 
 

@@ -17,14 +17,15 @@ TIMEOUT = 2.0
 START_HINT = "Run `notewell serve` in a terminal, or `notewell agent install` to start it at login"
 
 
-def ask(request: dict, timeout: float = TIMEOUT) -> dict:
-    """One request, one reply. Raises ``OSError`` if the daemon is not there."""
+def ask(request: dict, timeout: float = TIMEOUT, socket_path: str | None = None) -> dict:
+    """One request, one reply (to the daemon at ``socket_path``, by default this home's).
+    Raises ``OSError`` if the daemon is not there."""
     import _socket
 
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)
-        _connect(sock, paths.socket_path(), timeout)
+        _connect(sock, socket_path or paths.socket_path(), timeout)
         sock.sendall(protocol.frame(protocol.packb(request)))
         body = protocol.read_frame(sock, protocol.MAX_REPLY_BYTES)
     finally:
