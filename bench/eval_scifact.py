@@ -20,9 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "daemon"))
 
+import common
 from notewell import evaluate
 
-DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "scifact"
+DEFAULT_DATA = common.shared_data() / "scifact"
 LABELS = {
     "notewell": "notewell: hybrid, coverage-weighted fusion (MiniLM-L6 + FTS5)",
     "dense": "notewell dense only (all-MiniLM-L6-v2, int8)",

@@ -22,11 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "daemon"))
 
+import common
 from notewell import evaluate
 from notewell.query import Query, literal, parse
 from notewell.search import Ranking, Searcher, ramp
 
-DEFAULT_SCIFACT = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "scifact"
+DEFAULT_SCIFACT = common.shared_data() / "scifact"
 DEPTH = 200
 
 

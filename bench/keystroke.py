@@ -152,9 +152,7 @@ def main(argv: list[str] | None = None) -> dict:
     # One-shot: the CLI with no daemon loads the model and the index for each query.
     oneshot = []
     cli_env = {**daemon.env}  # the daemons' environment (home, embedder), none running now
-    for q in TYPED[: max(1, args.oneshot_runs)] * (1 + args.oneshot_runs // len(TYPED)):
-        if len(oneshot) >= args.oneshot_runs:
-            break
+    for q in (TYPED * args.oneshot_runs)[: args.oneshot_runs]:
         oneshot.append(run_once([sys.executable, "-m", "notewell", "search", q, "--limit",
                                  "20"], cli_env)[0])
     res = {"machine": info, "notes": n_notes, "chunks": n_chunks, "fake": args.fake,
