@@ -59,6 +59,20 @@ def cache_dir() -> Path:
     return root
 
 
+# Bench daemons and this process share one model rewrite (notewell.model_file).
+os.environ.setdefault("NOTEWELL_MODEL_DIR", str(cache_dir() / "runtime-models"))
+
+
+def prepare_model(environ: dict[str, str]) -> None:
+    """Build and choose the model file before a daemon starts, in a process of its own, so
+    that no measured daemon pays for the one-time choice (or keeps its memory)."""
+    import subprocess
+
+    if not any(Path(os.environ["NOTEWELL_MODEL_DIR"]).glob("*.json")):
+        subprocess.run([sys.executable, "-c", "from notewell.embedding import OnnxEmbedder; "
+                        "OnnxEmbedder()"], env=environ, check=True)
+
+
 # -- the machine ------------------------------------------------------------------------------
 
 
@@ -503,9 +517,12 @@ class DaemonProcess:
         self.home = home
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("NOTEWELL_")}
         self.env["NOTEWELL_HOME"] = str(home)
+        self.env["NOTEWELL_MODEL_DIR"] = os.environ["NOTEWELL_MODEL_DIR"]
         self.env["PYTHONPATH"] = str(REPO / "daemon")
         if fake:
             self.env["NOTEWELL_EMBEDDER"] = "fake"
+        else:
+            prepare_model(self.env)
         with env(NOTEWELL_HOME=str(home)):
             from notewell import paths
 

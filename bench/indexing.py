@@ -6,7 +6,7 @@
         --threads 1 --full-size 0 --skip-edit --skip-concurrent          # smoke run
 
 Parts (each configuration runs in a fresh process, so memory figures are its own):
-1. Model variants (``model_variants``; all but ``shipped`` need ``pip install -e '.[bench]'``):
+1. Model variants (``model_variants``):
    chunks/s on a sample of real chunks, load time, resident memory, one-query latency, and
    cosine against the reference all-MiniLM-L6-v2 output (``reference_model``: numpy, from
    the original float weights). The fastest variant whose every vector stays at cosine
@@ -128,7 +128,7 @@ def variants_part(args, texts_file: str, reference: str | None) -> list[dict]:
     except ImportError:
         if names != ["shipped"]:
             print("(the onnx package is missing: only the shipped model is measured; "
-                  "pip install -e '.[bench]' for the other variants)")
+                  "reinstall notewell (make install) for the other variants)")
         names = ["shipped"]
     rows = []
     import onnxruntime as ort

@@ -5,6 +5,9 @@ column, and turns it back into float32 inside the graph (``Cast`` then ``Mul``);
 folds those constants at load, so it computes in float32 and int8 only saves disk. Variants:
 
 - ``shipped``: the file as installed.
+- ``rewrite``: what notewell runs (``notewell.model_file``): the same int8 weights kept int8
+  in memory, matrix products in int8 (``MatMulNBits``), embedding rows scaled after the
+  gather.
 - ``folded``: the same int8 weights dequantised once into float initialisers (no ``Cast``/
   ``Mul`` left). Same arithmetic as ``shipped``; a check that load-time folding costs nothing.
 - ``float``: the original float weights from ``model.safetensors`` put in place of the int8
@@ -15,7 +18,8 @@ folds those constants at load, so it computes in float32 and int8 only saves dis
 - ``dynamic-int8-ffn2-float``: the same, but the six feed-forward output products stay in
   float: their input (after GELU) is the activation that int8 represents worst.
 
-Needs the ``onnx`` package (``pip install -e '.[bench]'``); nothing here is used at run time.
+Uses the ``onnx`` package (a notewell dependency, for the rewrite); of these files only
+``rewrite`` is what notewell runs (built by ``notewell.model_file`` into its own folder).
 Files are written once into a cache folder and reused; their sha256 is printed so a run can
 be repeated and compared.
 """
@@ -27,7 +31,8 @@ import os
 import common
 import numpy as np
 
-VARIANTS = ("shipped", "folded", "float", "dynamic-int8", "dynamic-int8-ffn2-float")
+VARIANTS = ("shipped", "rewrite", "folded", "float", "dynamic-int8",
+            "dynamic-int8-ffn2-float")
 
 
 def shipped_path() -> str:
@@ -46,7 +51,7 @@ def variant_path(name: str, directory: str | None = None) -> str:
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"minilm-{name}.onnx")
     if not os.path.exists(path):
-        builders = {"folded": _build_folded, "float": _build_float,
+        builders = {"rewrite": _build_rewrite, "folded": _build_folded, "float": _build_float,
                     "dynamic-int8": _build_dynamic_int8,
                     "dynamic-int8-ffn2-float": _build_dynamic_int8_ffn2_float}
         tmp = path + ".tmp"
@@ -96,6 +101,12 @@ def _load_shipped():
     import onnx
 
     return onnx.load(shipped_path())
+
+
+def _build_rewrite(path: str, directory: str) -> None:
+    from notewell.model_file import rewrite
+
+    rewrite(shipped_path(), path)
 
 
 def _build_folded(path: str, directory: str) -> None:

@@ -3,9 +3,12 @@ and a daemon running in a subprocess over a real socket."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -16,6 +19,11 @@ CLIENT = REPO / "client" / "notewell-query"
 SHARED = REPO.parent / "shared" / "data"
 
 sys.path.insert(0, str(REPO / "daemon"))
+# The model rewrite (notewell.model_file) is built once per test session, not once per
+# test home.
+if "NOTEWELL_MODEL_DIR" not in os.environ:
+    os.environ["NOTEWELL_MODEL_DIR"] = tempfile.mkdtemp(prefix="notewell-models-")
+    atexit.register(shutil.rmtree, os.environ["NOTEWELL_MODEL_DIR"], True)
 
 from notewell import client, config, paths, protocol  # noqa: E402
 from notewell.embedding import FakeEmbedder  # noqa: E402
@@ -98,7 +106,8 @@ def real_embedder():
 
 def subprocess_env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOTEWELL_")}
-    env.update(NOTEWELL_HOME=str(home), **extra)
+    env.update(NOTEWELL_HOME=str(home), NOTEWELL_MODEL_DIR=os.environ["NOTEWELL_MODEL_DIR"],
+               **extra)
     return env
 
 

@@ -22,13 +22,18 @@ TEXTS = [
 ]
 
 
-def test_shipped_model_is_within_cosine_099_of_the_float_reference(real_embedder):
+@pytest.mark.parametrize("which", ["runs", "shipped"])
+def test_model_is_within_cosine_099_of_the_float_reference(real_embedder, which):
+    """Both what runs (the int8 rewrite, see notewell.model_file) and the shipped file."""
+    from notewell.embedding import OnnxEmbedder, locate_model_files
+
     reference_model = pytest.importorskip("reference_model")
     try:
         ref = reference_model.ReferenceMiniLM()
     except FileNotFoundError:
         pytest.skip("model.safetensors is not installed")
-    cos = reference_model.cosines(ref.embed(TEXTS), real_embedder.embed_batch(TEXTS))
+    embedder = real_embedder if which == "runs" else OnnxEmbedder(locate_model_files())
+    cos = reference_model.cosines(ref.embed(TEXTS), embedder.embed_batch(TEXTS))
     assert cos.min() >= 0.99, cos
 
 

@@ -139,7 +139,13 @@ def test_doctor_all_ok_on_a_working_install(daemon, home: Path, user_home: Path,
     alfred_workflow.build()
     checks = doctor.run(platform="linux")
     statuses = {c.name: c.status for c in checks}
-    assert statuses == {"sqlite extension": "ok", "model files": "ok", "config": "ok",
+    from notewell.embedding import MODEL_SHA256
+    from notewell.model_file import recorded_choice
+
+    # The rewrite is chosen by measuring it here: a machine where it is slower says so.
+    rewrite = recorded_choice(MODEL_SHA256)["use"] == "rewrite"
+    assert statuses == {"sqlite extension": "ok", "model files": "ok",
+                        "model in memory": "ok" if rewrite else "warn", "config": "ok",
                         "source notes": "ok", "index": "ok", "daemon": "ok",
                         "socket permissions": "ok", "agent": "ok",
                         "alfred workflow": "ok",
@@ -203,7 +209,7 @@ def test_doctor_cli_exits_non_zero_and_prints_one_line_per_check(home: Path, use
     lines = out.stdout.splitlines()
     assert lines[0].startswith("ok   sqlite extension")
     assert any(line.startswith("FAIL config") and "notewell setup" in line for line in lines)
-    assert all(line.split()[0] in ("ok", "FAIL", "skip") for line in lines)
+    assert all(line.split()[0] in ("ok", "warn", "FAIL", "skip") for line in lines)
 
 
 @pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")

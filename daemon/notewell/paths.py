@@ -78,6 +78,13 @@ def index_dir() -> str:
     return _join(home(), "index")
 
 
+def model_dir() -> str:
+    """Model files derived from the shipped one (``notewell.model_file``);
+    ``$NOTEWELL_MODEL_DIR`` lets several homes (tests, benchmarks) share one."""
+    env = _env("NOTEWELL_MODEL_DIR")
+    return _absolute(env) if env else _join(home(), "models")
+
+
 def log_dir() -> str:
     if sys.platform == "darwin" and not _env("NOTEWELL_HOME"):
         return _join(_user_home(), "Library", "Logs", APP)

@@ -1,0 +1,211 @@
+"""The ONNX file the embedder runs: the shipped model, rewritten once so that its weights
+stay int8 in memory.
+
+The shipped ``model.onnx`` stores every weight matrix as int8 codes with one float scale per
+output column and turns them back into float inside the graph (``Cast`` then ``Mul``).
+onnxruntime folds those constants at load, so the daemon held 90 MB of float32 weights and
+every query read the 42 MB of matrix weights once more. The rewrite keeps the same codes and
+scales, so the same weights:
+
+- each matrix product becomes onnxruntime's ``MatMulNBits`` with 8-bit weights (the int8
+  code plus 128, zero point 128, the column's scale for every block), computing in int8
+  with the activations quantized per block of ``BLOCK`` values (``accuracy_level`` 4);
+- the word and position embedding tables are gathered as int8 and scaled after the gather.
+
+Measured on the 2-core Xeon (``bench/model_variants.py``): 63 MB less resident, a short
+query 3.3 -> 2.6 ms, indexing unchanged (17-19 chunks/s), vectors within cosine 0.9994 of
+the shipped file's. Blocks of 128 were faster (2.3 ms) but moved the demo set's nDCG@10
+from 0.967 to 0.952; with blocks of 32 it is 0.960, exactly what the original float
+model scores (the shipped file's 0.967 is one lucky query). The rewrite needs the
+``onnx`` package and is built once per shipped file, rewrite revision and onnxruntime
+version into ``paths.model_dir()``, where a small JSON records the choice. The shipped
+file stays in use when the rewrite cannot be built, does not load (onnxruntime before
+1.23 has no 8-bit kernels on ARM), gives other vectors, or measures slower here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+
+import numpy as np
+
+from . import paths
+from .memory import release_memory
+
+log = logging.getLogger(__name__)
+
+REVISION = 1  # bump when ``rewrite`` changes what it writes
+BLOCK = 32  # activations quantized per 32 values: see the module docstring for why not 128
+MIN_COSINE = 0.995  # the rewrite's vectors against the shipped file's, on ``_PROBE_TEXTS``
+MAX_SLOWDOWN = 1.1  # a rewrite slower than this on a short query is not used
+
+_PROBE_TEXTS = [
+    "postgres vacuum",
+    "how do I undo the last commit but keep my changes",
+    "Banana bread > Ingredients\nThree ripe bananas, flour, sugar and butter. Bake for an "
+    "hour at 175C, then let it cool on a rack before slicing. " * 4,
+]
+
+
+def rewrite(source: str, dest: str, block: int = BLOCK) -> None:
+    """Write ``source`` (the shipped model) to ``dest`` with int8 weights kept int8."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    model = onnx.load(source)
+    graph = model.graph
+    inits = {i.name: i for i in graph.initializer}
+    users: dict[str, list] = {}
+    for node in graph.node:
+        for name in node.input:
+            users.setdefault(name, []).append(node)
+    replaced = 0
+    for cast in list(graph.node):
+        if cast.op_type != "Cast" or cast.input[0] not in inits:
+            continue
+        (mul,) = users[cast.output[0]]
+        (user,) = users[mul.output[0]]
+        codes = numpy_helper.to_array(inits[cast.input[0]])
+        scale = numpy_helper.to_array(inits[mul.input[1]]).astype(np.float32)
+        if codes.dtype != np.int8 or mul.op_type != "Mul":
+            raise ValueError(f"{cast.input[0]}: not an int8 weight scaled by a Mul")
+        base = cast.input[0]
+        if user.op_type == "MatMul" and user.input[1] == mul.output[0]:
+            k, n = codes.shape
+            if k % block or scale.size != n:
+                raise ValueError(f"{base}: {codes.shape} with {scale.size} scales")
+            blocks = k // block
+            packed = (codes.T.astype(np.int16) + 128).astype(np.uint8).reshape(n, blocks, block)
+            new = [
+                numpy_helper.from_array(packed, base + "_nbits"),
+                numpy_helper.from_array(np.repeat(scale.reshape(n), blocks), base + "_scales"),
+                numpy_helper.from_array(np.full(n * blocks, 128, np.uint8), base + "_zero"),
+            ]
+            nodes = [helper.make_node(
+                "MatMulNBits", [user.input[0]] + [t.name for t in new], list(user.output),
+                name=user.name + "_nbits", domain="com.microsoft", K=k, N=n, bits=8,
+                block_size=block, accuracy_level=4)]
+        elif user.op_type == "Gather" and user.input[0] == mul.output[0]:
+            if scale.shape != (codes.shape[0], 1):
+                raise ValueError(f"{base}: table {codes.shape} with scales {scale.shape}")
+            ids = user.input[1]
+            new = []
+            nodes = [
+                helper.make_node("Gather", [base, ids], [base + "_rows"], axis=0),
+                helper.make_node("Gather", [mul.input[1], ids], [base + "_row_scales"], axis=0),
+                helper.make_node("Cast", [base + "_rows"], [base + "_float"],
+                                 to=TensorProto.FLOAT),
+                helper.make_node("Mul", [base + "_float", base + "_row_scales"],
+                                 list(user.output)),
+            ]
+        else:
+            raise ValueError(f"{base}: used by {user.op_type}, which the rewrite does not know")
+        at = list(graph.node).index(user)
+        for offset, node in enumerate(nodes):
+            graph.node.insert(at + offset, node)
+        for node in (user, mul, cast):
+            graph.node.remove(node)
+        graph.initializer.extend(new)
+        replaced += 1
+    if not replaced:
+        raise ValueError(f"{source}: no int8 weights found; not the expected model file")
+    used = {name for node in graph.node for name in node.input}
+    for init in list(graph.initializer):
+        if init.name not in used:
+            graph.initializer.remove(init)
+    if not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    paths.write_atomic(dest, model.SerializeToString())
+
+
+def runtime_model(shipped: str, tokenizer: str, shipped_sha256: str,
+                  directory: str | None = None) -> str:
+    """The model file to run: the rewrite when it was chosen on this machine, else
+    ``shipped``. The first call (per shipped file, revision and onnxruntime version) builds
+    and measures the rewrite, which takes about a second; later calls read the choice."""
+    import onnxruntime
+
+    dest, record = _files(shipped_sha256, directory)
+    choice = _read_choice(record)
+    if choice is None or choice.get("onnxruntime") != onnxruntime.__version__:
+        choice = _choose(shipped, tokenizer, dest)
+        choice["onnxruntime"] = onnxruntime.__version__
+        try:
+            paths.write_atomic(record, json.dumps(choice, indent=1).encode())
+        except OSError as e:  # a read-only home: choose again next start
+            log.warning("cannot record the model choice in %s: %s", record, e)
+    if choice.get("use") == "rewrite" and os.path.exists(dest):
+        from .embedding import sha256_file
+
+        if sha256_file(dest) == choice.get("sha256"):
+            return dest
+        log.warning("%s changed since it was built; using the shipped model (delete %s to "
+                    "rebuild)", dest, record)
+    return shipped
+
+
+def recorded_choice(shipped_sha256: str, directory: str | None = None) -> dict | None:
+    """What ``runtime_model`` chose on this machine (``use``, and ``why`` for the shipped
+    file, with the figures measured), or None before its first run."""
+    return _read_choice(_files(shipped_sha256, directory)[1])
+
+
+def _files(shipped_sha256: str, directory: str | None) -> tuple[str, str]:
+    key = f"minilm-{shipped_sha256[:16]}-r{REVISION}-b{BLOCK}"
+    directory = directory or paths.model_dir()
+    return os.path.join(directory, key + ".onnx"), os.path.join(directory, key + ".json")
+
+
+def _read_choice(record: str) -> dict | None:
+    try:
+        with open(record, "rb") as f:
+            found = json.loads(f.read())
+        return found if isinstance(found, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _choose(shipped: str, tokenizer: str, dest: str) -> dict:
+    """Build the rewrite and keep it if it loads, agrees with the shipped file and is no
+    slower on a short query; the record says why not otherwise."""
+    try:
+        rewrite(shipped, dest)
+    except ImportError:
+        return {"use": "shipped", "why": "the onnx package is not installed"}
+    except Exception as e:  # any failure leaves the shipped file in use
+        return {"use": "shipped", "why": f"rewrite failed: {e}"}
+    from .embedding import ModelFiles, OnnxEmbedder, sha256_file
+
+    try:
+        embedders = {name: OnnxEmbedder(ModelFiles(path, tokenizer), verify=False)
+                     for name, path in (("shipped", shipped), ("rewrite", dest))}
+        vectors = {name: e.embed_batch(_PROBE_TEXTS) for name, e in embedders.items()}
+        measured = _query_ms(embedders)
+        del embedders
+        release_memory()  # the shipped file's float weights
+    except Exception as e:  # onnxruntime without the 8-bit kernels, for one
+        return {"use": "shipped", "why": f"the rewrite does not run here: {e}"}
+    cosine = float((vectors["shipped"] * vectors["rewrite"]).sum(axis=1).min())
+    out = {"query_ms": measured, "min_cosine": round(cosine, 5)}
+    if cosine < MIN_COSINE:
+        return {"use": "shipped", "why": f"vectors differ (cosine {cosine:.4f})", **out}
+    if measured["rewrite"] > measured["shipped"] * MAX_SLOWDOWN:
+        return {"use": "shipped", "why": "slower on this machine", **out}
+    log.info("model: int8 rewrite chosen (query %.2f ms, shipped %.2f ms, cosine %.4f)",
+             measured["rewrite"], measured["shipped"], cosine)
+    return {"use": "rewrite", "sha256": sha256_file(dest), **out}
+
+
+def _query_ms(embedders: dict, runs: int = 21) -> dict[str, float]:
+    """Median time of a short query for each embedder, their runs taken in turns so that
+    both see the same load on the machine."""
+    times: dict[str, list[float]] = {name: [] for name in embedders}
+    for _ in range(runs):
+        for name, embedder in embedders.items():
+            start = time.perf_counter()
+            embedder.embed_batch(_PROBE_TEXTS[1:2])
+            times[name].append((time.perf_counter() - start) * 1000)
+    return {name: round(sorted(t)[runs // 2], 3) for name, t in times.items()}

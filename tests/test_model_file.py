@@ -1,0 +1,139 @@
+"""The model file that runs: the shipped int8 model rewritten to keep its weights int8 gives
+the shipped file's vectors, is built once and chosen by measurement, and any failure on
+the way leaves the shipped file in use."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from notewell import doctor, model_file
+from notewell.embedding import (
+    MODEL_SHA256,
+    ModelFiles,
+    OnnxEmbedder,
+    locate_model_files,
+)
+
+TEXTS = [
+    "undo a commit",
+    "Postgres vacuum > Why\nRun VACUUM ANALYZE after a bulk delete so the planner "
+    "statistics stay fresh. " * 5,
+    "tram in lisbon",
+]
+
+
+@pytest.fixture(scope="module")
+def shipped() -> ModelFiles:
+    return locate_model_files()
+
+
+@pytest.fixture
+def model_dir(tmp_path, monkeypatch) -> str:
+    """A fresh model folder, and a choice that does not depend on this machine's speed
+    (the slower-here branch has a test of its own)."""
+    path = str(tmp_path / "models")
+    monkeypatch.setenv("NOTEWELL_MODEL_DIR", path)
+    monkeypatch.setattr(model_file, "MAX_SLOWDOWN", 1e9)
+    return path
+
+
+def choose(files: ModelFiles, directory: str | None = None) -> str:
+    return model_file.runtime_model(files.model, files.tokenizer, MODEL_SHA256, directory)
+
+
+def test_the_rewrite_gives_the_shipped_files_vectors_with_int8_weights(shipped, tmp_path):
+    import onnx
+
+    dest = str(tmp_path / "rewrite.onnx")
+    model_file.rewrite(shipped.model, dest)
+    graph = onnx.load(dest).graph
+    ops = [n.op_type for n in graph.node]
+    assert ops.count("MatMulNBits") == 36 and "MatMul" in ops  # attention's products stay
+    float_weights = [i for i in graph.initializer if i.data_type == onnx.TensorProto.FLOAT
+                     and np.prod(i.dims) > 100_000]
+    assert float_weights == []  # no weight matrix or embedding table left in float
+    base = OnnxEmbedder(shipped, verify=False).embed_batch(TEXTS)
+    got = OnnxEmbedder(ModelFiles(dest, shipped.tokenizer), verify=False).embed_batch(TEXTS)
+    assert (base * got).sum(axis=1).min() >= 0.999
+
+
+def test_the_choice_is_made_once_and_recorded(shipped, model_dir):
+    path = choose(shipped)
+    assert path.startswith(model_dir) and path.endswith(".onnx")
+    record = model_file.recorded_choice(MODEL_SHA256)
+    assert record["use"] == "rewrite" and record["min_cosine"] >= model_file.MIN_COSINE
+    assert set(record["query_ms"]) == {"shipped", "rewrite"}
+    built = os.stat(path).st_mtime_ns
+    assert choose(shipped) == path
+    assert os.stat(path).st_mtime_ns == built  # read from the record, not rebuilt
+    # The default embedder runs it, under the same fingerprint as the shipped file.
+    embedder = OnnxEmbedder()
+    assert embedder.files.model == path
+    assert embedder.fingerprint() == OnnxEmbedder(shipped).fingerprint()
+
+
+def test_a_new_onnxruntime_makes_the_choice_again(shipped, model_dir):
+    choose(shipped)
+    _, record = model_file._files(MODEL_SHA256, None)
+    with open(record) as f:
+        data = json.load(f)
+    data["onnxruntime"] = "0.0.1"
+    data["use"] = "shipped"
+    with open(record, "w") as f:
+        json.dump(data, f)
+    assert choose(shipped) != shipped.model
+    assert model_file.recorded_choice(MODEL_SHA256)["use"] == "rewrite"
+
+
+def test_without_the_onnx_package_the_shipped_file_runs(shipped, model_dir, monkeypatch):
+    def no_onnx(source, dest, block=model_file.BLOCK):
+        raise ImportError("No module named 'onnx'")
+
+    monkeypatch.setattr(model_file, "rewrite", no_onnx)
+    assert choose(shipped) == shipped.model
+    assert "onnx package" in model_file.recorded_choice(MODEL_SHA256)["why"]
+    check = doctor.check_model_rewrite()
+    assert check.status == doctor.WARN and "make install" in check.fix
+
+
+def test_a_rewrite_that_disagrees_or_is_slower_is_not_used(shipped, model_dir, monkeypatch):
+    monkeypatch.setattr(model_file, "MIN_COSINE", 1.01)
+    assert choose(shipped) == shipped.model
+    assert "vectors differ" in model_file.recorded_choice(MODEL_SHA256)["why"]
+
+    os.remove(model_file._files(MODEL_SHA256, None)[1])
+    monkeypatch.setattr(model_file, "MIN_COSINE", 0.995)
+    monkeypatch.setattr(model_file, "MAX_SLOWDOWN", 0.0)
+    assert choose(shipped) == shipped.model
+    assert model_file.recorded_choice(MODEL_SHA256)["why"] == "slower on this machine"
+
+
+def test_a_changed_rewrite_file_is_not_run(shipped, model_dir):
+    path = choose(shipped)
+    with open(path, "r+b") as f:
+        f.seek(1000)
+        f.write(b"\0" * 16)
+    assert choose(shipped) == shipped.model
+
+
+def test_an_unexpected_model_file_is_refused(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    source = str(tmp_path / "tiny.onnx")
+    onnx.save(helper.make_model(graph), source)
+    with pytest.raises(ValueError, match="no int8 weights"):
+        model_file.rewrite(source, str(tmp_path / "out.onnx"))
+    assert not os.path.exists(tmp_path / "out.onnx")
+
+
+def test_doctor_names_the_rewrite(shipped, model_dir):
+    check = doctor.check_model_rewrite()
+    assert check.status == doctor.OK and "int8" in check.detail and "ms" in check.detail
