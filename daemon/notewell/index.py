@@ -566,15 +566,26 @@ class Index:
         return (*_vector_state(self.db), self.chunks_epoch())
 
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
-        """Stored vectors by embedding id: from the in-memory copy (exact, or decoded from
-        int8 within ~1e-3 when quantized), or from SQLite while the copy loads."""
+        """Stored vectors by embedding id (see ``vector_matrix``)."""
+        wanted = list(ids)
+        found, matrix = self.vector_matrix(wanted)
+        return dict(zip((i for i, f in zip(wanted, found) if f), matrix))
+
+    def vector_matrix(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Which embedding ids are stored (a mask over ``ids``) and their vectors as the
+        rows of one matrix: from the in-memory copy (exact, or decoded from int8 within
+        ~1e-3 when quantized), or from SQLite while the copy loads."""
         cache = self._vector_cache()
         if cache is not None:
-            return cache.vectors(ids)
-        rows = self.db.execute(
+            return cache.matrix(list(ids))
+        rows = dict(self.db.execute(
             "SELECT rowid, embedding FROM vectors WHERE rowid IN "
-            "(SELECT value FROM json_each(?))", (json.dumps(list(ids)),))
-        return {r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows}
+            "(SELECT value FROM json_each(?))", (json.dumps(list(ids)),)))
+        found = np.array([i in rows for i in ids], dtype=bool)
+        blobs = [rows[i] for i in ids if i in rows]
+        matrix = (np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
+                  if blobs else np.zeros((0, self.settings.dim), dtype=np.float32))
+        return found, matrix
 
     def warm_vectors(self, wait: bool = False) -> None:
         """Load (or bring up to date) the in-memory vector copy in a background thread;

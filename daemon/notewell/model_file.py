@@ -12,11 +12,13 @@ scales, so the same weights:
   with the activations quantized per block of ``BLOCK`` values (``accuracy_level`` 4);
 - the word and position embedding tables are gathered as int8 and scaled after the gather.
 
-Measured on the 2-core Xeon (``bench/model_variants.py``): 63 MB less resident, a short
-query 3.3 -> 2.6 ms, indexing unchanged (17-19 chunks/s), vectors within cosine 0.9994 of
-the shipped file's. Blocks of 128 were faster (2.3 ms) but moved the demo set's nDCG@10
-from 0.967 to 0.952; with blocks of 32 it is 0.960, exactly what the original float
-model scores (the shipped file's 0.967 is one lucky query). The rewrite needs the
+Measured on the 2-core Xeon (``bench/model_variants.py``, ``bench/quality.py``): 63 MB
+less resident, a short query 3.3 -> 2.6 ms, indexing unchanged (17-19 chunks/s), vectors
+within cosine 0.9994 of the shipped file's; on an index built with it, nDCG@10 0.7389 on
+SciFact and 0.966 on the demo set (shipped: 0.7395, 0.967); with its queries over an
+index of the shipped file's vectors (an upgrade: the fingerprint stays), 0.7406 and 0.960
+(one of 54 demo queries finds its note second instead of first). Blocks of 128 were
+faster (2.3 ms) but gave 0.7362 and 0.952 on a fresh index. The rewrite needs the
 ``onnx`` package and is built once per shipped file, rewrite revision and onnxruntime
 version into ``paths.model_dir()``, where a small JSON records the choice. The shipped
 file stays in use when the rewrite cannot be built, does not load (onnxruntime before

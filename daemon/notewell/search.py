@@ -459,12 +459,11 @@ class Searcher:
         rows = self.index.db.execute(
             "SELECT id, embedding FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
             (json.dumps(chunk_ids),)).fetchall()
-        vectors = self.index.vectors([r[1] for r in rows])
-        rows = [r for r in rows if r[1] in vectors]
-        if not rows:
+        found, matrix = self.index.vector_matrix([r[1] for r in rows])
+        if not len(matrix):
             return {}
-        sims = np.stack([vectors[r[1]] for r in rows]) @ np.asarray(vector, dtype=np.float32)
-        return {r[0]: float(x) for r, x in zip(rows, sims)}
+        sims = matrix @ np.asarray(vector, dtype=np.float32)
+        return dict(zip((r[0] for r, f in zip(rows, found) if f), sims.tolist()))
 
     # -- grouping and presentation -------------------------------------------------------
 
@@ -539,16 +538,19 @@ class Searcher:
         found = self._signature_cache.get_many(notes)
         missing = [n for n in notes if n not in found]
         if missing:
+            # Ordered by note, so each note's passages are one run of matrix rows.
             rows = self.index.db.execute(
                 "SELECT note, embedding FROM chunks WHERE note IN "
-                "(SELECT value FROM json_each(?))", (json.dumps(missing),)).fetchall()
-            vectors = self.index.vectors({r[1] for r in rows})
-            sums: dict[int, np.ndarray] = {}
-            for note, embedding in rows:
-                vec = vectors.get(embedding)
-                if vec is not None:
-                    sums[note] = sums[note] + vec if note in sums else vec.copy()
-            fresh = {n: v / max(float(np.linalg.norm(v)), 1e-12) for n, v in sums.items()}
+                "(SELECT value FROM json_each(?)) ORDER BY note", (json.dumps(missing),)
+            ).fetchall()
+            stored, matrix = self.index.vector_matrix([r[1] for r in rows])
+            fresh = {}
+            if len(matrix):
+                owners = np.array([r[0] for r in rows], dtype=np.int64)[stored]
+                starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
+                sums = np.add.reduceat(matrix, starts, axis=0)
+                sums /= np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+                fresh = dict(zip(owners[starts].tolist(), sums))
             self._signature_cache.put_many(fresh)
             found.update(fresh)
         return found

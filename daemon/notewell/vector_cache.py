@@ -9,12 +9,17 @@ own copy, in one of two layouts:
 - up to ``exact_limit`` vectors, the float32 vectors themselves: one matrix-vector product
   gives exact cosine distances (1.5 KB per vector);
 - beyond it, two quantized codes per vector (436 bytes instead of 1,536): the 384 sign
-  bits, which rank every vector by Hamming distance (XOR and popcount over six 64-bit
-  words), and an int8 copy with a per-vector scale, which re-scores the best
-  ``max(k * oversample, min_candidates, n / 32)`` of them (3,200 for the daemon's k=80 up
-  to 100,000 vectors, 31,000 at 1M). The ``k`` returned are the best by the int8 score;
-  their distances are the int8 estimates, within about 1e-3 of the float ones.
-  ``bench/search_latency.py`` measures recall@10 against exact search.
+  bits of the vector minus the corpus mean, which rank every vector by Hamming distance
+  (XOR and popcount over six 64-bit words), and an int8 copy with a per-vector scale,
+  which re-scores the best ``max(k * oversample, min_candidates, n / share)`` of them.
+  The ``k`` returned are the best by the int8 score; their distances are the int8
+  estimates, within about 1e-3 of the float ones. ``bench/search_latency.py`` measures
+  recall against exact search.
+
+Why the mean comes off first: the model's vectors share a common direction (the mean of
+100k chunks has norm 0.28), so raw sign bits spend many of their 384 bits on dimensions
+that are positive for almost every text. Centred, each bit splits the corpus; the same
+recall@10 (0.99 on the 100k corpus) needs 800 candidates instead of 3,200.
 
 The copy is tied to the index by two values read in the same transaction as the vectors:
 ``max(embeddings.id)`` (new vectors get higher ids) and the ``vectors_epoch`` meta value,
@@ -75,9 +80,12 @@ def nearest_rows(dist: np.ndarray, pool: int) -> np.ndarray:
     pass finds the cut-off distance: 2 ms at 1M rows where ``argpartition`` takes 15."""
     counts = np.cumsum(np.bincount(dist))
     cut = int(np.searchsorted(counts, pool))
-    below = np.flatnonzero(dist < cut)
-    at = np.flatnonzero(dist == cut)[: pool - len(below)]
-    return np.concatenate([below, at])
+    rows = np.flatnonzero(dist <= cut)  # one pass; the surplus at ``cut`` is dropped after
+    surplus = len(rows) - pool
+    if surplus > 0:
+        at = np.flatnonzero(dist[rows] == cut)
+        rows = np.delete(rows, at[len(at) - surplus:])
+    return rows
 
 
 def matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
@@ -125,15 +133,17 @@ class VectorCache:
     order; deletions are handled by building a new cache. Safe for one writer (the
     appender) and many readers: readers take a consistent view under a short lock."""
 
-    def __init__(self, dim: int, *, exact_limit: int = 20_000, oversample: int = 40,
-                 min_candidates: int = 2000) -> None:
-        # Candidates for re-scoring: on the real 10k corpus, 800 gave recall@10 0.99 but
-        # recall@80 (the dense list search.py fuses) 0.96; 3,200 gave 0.99 and 0.995.
-        # Re-scoring 3,200 int8 rows costs about a millisecond.
+    def __init__(self, dim: int, *, exact_limit: int = 20_000, oversample: int = 20,
+                 min_candidates: int = 800, share: int = 128) -> None:
+        # Candidates for re-scoring, measured with centred bits on the 100k corpus
+        # (bench/search_latency.py): 800 give recall@10 0.99, and the 1,600 that the
+        # daemon's k=80 asks for give recall@80 (the dense list search.py fuses) 0.97.
         self.dim = dim
         self.exact_limit = exact_limit
         self.oversample = oversample
         self.min_candidates = min_candidates
+        self.share = share
+        self._center: np.ndarray | None = None  # fixed once the first codes are made
         self.epoch = ""
         self.max_id = 0
         self.n = 0
@@ -179,7 +189,7 @@ class VectorCache:
             if self._f32 is not None:
                 self._f32[n:n + m] = vectors
             else:
-                self._bits[:, n:n + m] = sign_bits(vectors).T
+                self._bits[:, n:n + m] = self._sign_bits(vectors).T
                 self._i8[n:n + m], self._scale[n:n + m] = int8_codes(vectors)
             self.n = n + m
             top = int(ids.max()) if m else self.max_id
@@ -207,16 +217,30 @@ class VectorCache:
     def _quantize_all(self) -> None:
         assert self._f32 is not None
         rows = self._f32[: self.n]
-        self._bits = np.ascontiguousarray(sign_bits(rows).T)
+        self._bits = np.ascontiguousarray(self._sign_bits(rows).T)
         self._i8, self._scale = int8_codes(rows)
         self._f32 = None
+
+    def _sign_bits(self, vectors: np.ndarray) -> np.ndarray:
+        """Sign bits around the corpus mean, taken from the first vectors coded: later
+        ones share it, so the bits of every row (and of queries) stay comparable."""
+        if self._center is None and len(vectors):
+            self._center = vectors.mean(axis=0).astype(np.float32)
+        return sign_bits(vectors - self._center if self._center is not None else vectors)
 
     # -- reading ----------------------------------------------------------------------------
 
     def vectors(self, ids) -> dict[int, np.ndarray]:
-        """The stored vectors of ``ids`` that are here: float32 rows as stored, or decoded
-        from int8 (within about 1e-3 per cosine) in the quantized layout."""
+        """The stored vectors of ``ids`` that are here, by id (see ``matrix``)."""
         wanted = np.asarray(list(ids), dtype=np.int64)
+        found, vecs = self.matrix(wanted)
+        return dict(zip(wanted[found].tolist(), vecs))
+
+    def matrix(self, ids) -> tuple[np.ndarray, np.ndarray]:
+        """Which of ``ids`` are here (a mask) and their vectors as the rows of one matrix,
+        in that order: float32 rows as stored, or decoded from int8 (within about 1e-3
+        per cosine) in the quantized layout."""
+        wanted = np.asarray(ids, dtype=np.int64)
         with self._lock:
             n = self.n
             stored, f32 = self._ids[:n], (self._f32[:n] if self._f32 is not None else None)
@@ -225,16 +249,14 @@ class VectorCache:
                 self._order = np.argsort(stored, kind="stable")
             order = self._order
         if n == 0 or not len(wanted):
-            return {}
+            return np.zeros(len(wanted), dtype=bool), np.zeros((0, self.dim), np.float32)
         keys = stored if order is None else stored[order]
         pos = np.minimum(np.searchsorted(keys, wanted), n - 1)
         found = keys[pos] == wanted
         rows = pos[found] if order is None else order[pos[found]]
         if f32 is not None:
-            vecs = f32[rows]
-        else:
-            vecs = i8[rows].astype(np.float32) * scale[rows, None]
-        return dict(zip(wanted[found].tolist(), vecs))
+            return found, f32[rows]
+        return found, i8[rows].astype(np.float32) * scale[rows, None]
 
     # -- searching ----------------------------------------------------------------------------
 
@@ -248,18 +270,19 @@ class VectorCache:
             n = self.n
             ids, f32 = self._ids[:n], (self._f32[:n] if self._f32 is not None else None)
             bits, i8, scale = self._bits[:, :n], self._i8[:n], self._scale[:n]
+            center = self._center
         if n == 0 or k <= 0:
             return []
         if f32 is not None:
             rows = np.arange(n)
             sims = matvec(f32, q)
         else:
-            # Also a share of the index: at 1M the synthetic corpus (100 noisy copies of
-            # each real chunk) needed 32,000 candidates for recall@10 0.98 (2,000: 0.95).
-            pool = max(k * self.oversample, self.min_candidates, n // 32)
+            # Also a share of the index: the synthetic 1M corpus (100 noisy copies of
+            # each real chunk) has hundreds of near-ties around each query.
+            pool = max(k * self.oversample, self.min_candidates, n // self.share)
             halves = 2 if n >= PARALLEL_FROM else 1
             if pool < n:
-                query_bits = sign_bits(q[None, :])[0]
+                query_bits = sign_bits((q if center is None else q - center)[None, :])[0]
                 dist = np.concatenate(_split(
                     lambda a, b: hamming(bits[:, a:b], query_bits), n, halves))
                 rows = nearest_rows(dist, pool)
