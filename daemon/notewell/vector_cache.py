@@ -134,10 +134,12 @@ class VectorCache:
     appender) and many readers: readers take a consistent view under a short lock."""
 
     def __init__(self, dim: int, *, exact_limit: int = 20_000, oversample: int = 20,
-                 min_candidates: int = 800, share: int = 128) -> None:
-        # Candidates for re-scoring, measured with centred bits on the 100k corpus
-        # (bench/search_latency.py): 800 give recall@10 0.99, and the 1,600 that the
-        # daemon's k=80 asks for give recall@80 (the dense list search.py fuses) 0.97.
+                 min_candidates: int = 800, share: int = 64) -> None:
+        # Candidates for re-scoring, measured with centred bits (bench/search_latency.py):
+        # at 100k, 1,600 give recall@10 0.985 and recall@80 (the dense list search.py
+        # fuses) 0.96, 3,125 give 0.995 and 0.98 for 0.4 ms more. At 1M, recall@10 stays
+        # at 0.973 from 15,600 candidates to 31,000: there the int8 scores themselves
+        # cannot order the synthetic corpus's 100 near-copies of each passage.
         self.dim = dim
         self.exact_limit = exact_limit
         self.oversample = oversample
@@ -277,8 +279,7 @@ class VectorCache:
             rows = np.arange(n)
             sims = matvec(f32, q)
         else:
-            # Also a share of the index: the synthetic 1M corpus (100 noisy copies of
-            # each real chunk) has hundreds of near-ties around each query.
+            # Also a share of the index: near-ties around a query grow with it.
             pool = max(k * self.oversample, self.min_candidates, n // self.share)
             halves = 2 if n >= PARALLEL_FROM else 1
             if pool < n:
