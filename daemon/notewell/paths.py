@@ -120,7 +120,9 @@ def write_atomic(path: str, data: bytes) -> None:
     import os
 
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
+    # A temporary name of this writer's own: two processes writing the same file (a
+    # daemon and a command building the model rewrite at once) never share one.
+    tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "wb") as f:
         f.write(data)
     os.replace(tmp, path)
