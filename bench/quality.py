@@ -6,7 +6,7 @@
 The same evaluation (``notewell.evaluate``: nDCG@10, Recall@5/10, MRR@10 for the full
 pipeline and dense only) runs with k-NN answered by
 - ``sqlite-vec``: the exact scan in SQLite (notewell without the in-memory copy);
-- ``copy``: what the daemon does by default (the in-memory copy: exact float32 up to 20,000
+- ``copy``: what the daemon does by default (the in-memory copy: exact float32 up to 5,000
   vectors, quantized beyond);
 - ``quantized``: the quantized copy (sign bits + int8) forced at every size, to show what
   it would cost in quality where the default keeps exact search.
