@@ -535,10 +535,9 @@ class Index:
         their float vectors: int8 scores (within 1e-3) cannot order near-ties there."""
         cache = self._vector_cache()
         if cache is not None:
-            found = cache.search(vector, k)
             if cache.quantized and cache.n >= EXACT_HEAD_FROM:
-                found = self._exact_head(vector, found)
-            return found
+                return self._exact_head(vector, cache.search(vector, max(k, EXACT_HEAD)))[:k]
+            return cache.search(vector, k)
         rows = self.db.execute(
             "SELECT rowid, distance FROM vectors WHERE embedding MATCH ? AND k = ? "
             "ORDER BY distance",
