@@ -32,12 +32,6 @@ from .notes import Chunk, Note
 from .terms import FTS_TOKENIZER, Tokens, Vocabulary, read_vocabulary
 from .vector_cache import VectorCache
 
-# From this many vectors, k-NN re-scores its best 20 with their float vectors from SQLite
-# (0.25 ms each at 1M): on the synthetic 1M corpus (100 noisy copies of each passage)
-# recall@10 goes from 0.973 to 1.0 for 5 ms; at 100k it is 0.993 without.
-EXACT_HEAD_FROM = 250_000
-EXACT_HEAD = 20
-
 SCHEMA_VERSION = 2
 # Up to this many vectors the in-memory copy is read on the query's own thread (a few
 # milliseconds, once); beyond, in the background while sqlite-vec's exact scan answers
@@ -530,13 +524,9 @@ class Index:
 
         From the in-memory copy (``vector_cache``: exact up to 5,000 vectors, quantized
         with recall@10 >= 0.98 beyond), read on the spot for small indexes; sqlite-vec
-        answers exactly while a large index's copy loads, or with ``use_vector_copy`` off.
-        From ``EXACT_HEAD_FROM`` vectors, the best ``EXACT_HEAD`` are re-scored with
-        their float vectors: int8 scores (within 1e-3) cannot order near-ties there."""
+        answers exactly while a large index's copy loads, or with ``use_vector_copy`` off."""
         cache = self._vector_cache()
         if cache is not None:
-            if cache.quantized and cache.n >= EXACT_HEAD_FROM:
-                return self._exact_head(vector, cache.search(vector, max(k, EXACT_HEAD)))[:k]
             return cache.search(vector, k)
         rows = self.db.execute(
             "SELECT rowid, distance FROM vectors WHERE embedding MATCH ? AND k = ? "
@@ -545,19 +535,10 @@ class Index:
         )
         return [(r[0], r[1]) for r in rows]
 
-    def _exact_head(self, vector: np.ndarray, found: list[tuple[int, float]]
-                    ) -> list[tuple[int, float]]:
-        """``found`` with its first ``EXACT_HEAD`` distances made exact and re-ordered."""
-        head = found[:EXACT_HEAD]
-        stored = self._stored_vectors([i for i, _ in head])
-        q = np.asarray(vector, dtype=np.float32)
-        q = q / max(float(np.linalg.norm(q)), 1e-12)
-        exact = [(i, float(1.0 - stored[i] @ q) if i in stored else d) for i, d in head]
-        return sorted(exact, key=lambda x: (x[1], x[0])) + found[EXACT_HEAD:]
-
     def _stored_vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
         """Float vectors from SQLite, one point lookup each: ``vec0`` answers ``rowid IN
-        (...)`` by scanning every chunk of vectors (320 ms at 1M), a lookup in 0.25 ms."""
+        (...)`` by scanning every chunk of vectors (320 ms at 1M), a lookup in 0.25-1 ms
+        (it walks the overflow pages of a 1.5 MB chunk of vectors)."""
         out = {}
         for i in dict.fromkeys(ids):
             row = self.db.execute("SELECT embedding FROM vectors WHERE rowid = ?",
