@@ -104,6 +104,12 @@ def real_embedder():
     return OnnxEmbedder()
 
 
+def vectors_by_id(ids, found_and_matrix) -> dict:
+    """``Index.vector_matrix`` / ``VectorCache.matrix`` as {id: vector} for assertions."""
+    found, matrix = found_and_matrix
+    return dict(zip((i for i, f in zip(ids, found) if f), matrix))
+
+
 def subprocess_env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOTEWELL_")}
     env.update(NOTEWELL_HOME=str(home), NOTEWELL_MODEL_DIR=os.environ["NOTEWELL_MODEL_DIR"],

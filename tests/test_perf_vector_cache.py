@@ -7,6 +7,7 @@ import hashlib
 
 import numpy as np
 import pytest
+from conftest import vectors_by_id
 from notewell.index import BuildSettings, Index
 from notewell.vector_cache import VectorCache, hamming, int8_codes, nearest_rows, sign_bits
 
@@ -201,7 +202,8 @@ def test_vectors_by_id_match_the_stored_ones_in_both_layouts(index):
     index.add_embeddings(hashes(0, 400), vecs)
     ids = [r[0] for r in index.db.execute("SELECT rowid FROM vectors ORDER BY rowid")]
     index.warm_vectors(wait=True)
-    got = index.vectors([ids[7], ids[300], 10**9])
+    wanted = [ids[7], ids[300], 10**9]
+    got = vectors_by_id(wanted, index.vector_matrix(wanted))
     assert set(got) == {ids[7], ids[300]}  # an unknown id is simply absent
     assert np.array_equal(got[ids[300]], vecs[300].astype(np.float32))
     index.use_vector_copy = False  # from SQLite, as while a large copy loads
@@ -211,7 +213,7 @@ def test_vectors_by_id_match_the_stored_ones_in_both_layouts(index):
     index.use_vector_copy = True
     quantized = VectorCache(DIM, exact_limit=0)
     quantized.append(np.asarray(ids), vecs)
-    approx = quantized.vectors([ids[300]])[ids[300]]
+    approx = vectors_by_id([ids[300]], quantized.matrix([ids[300]]))[ids[300]]
     assert float(approx @ vecs[300]) == pytest.approx(1.0, abs=2e-3)
 
 
@@ -219,7 +221,7 @@ def test_vectors_by_id_when_rows_arrive_out_of_order():
     cache = VectorCache(DIM)
     vecs = clustered(3, seed=2)
     cache.append(np.array([30, 10, 20]), vecs)
-    got = cache.vectors([10, 20, 30, 40])
+    got = vectors_by_id([10, 20, 30, 40], cache.matrix([10, 20, 30, 40]))
     assert sorted(got) == [10, 20, 30]
     assert np.array_equal(got[10], vecs[1].astype(np.float32))
 

@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from conftest import SHARED
+from conftest import SHARED, vectors_by_id
 from notewell import evaluate
 from notewell.chunking import ChunkSettings
 from notewell.demo import demo_notes_dir
@@ -178,7 +178,8 @@ def test_vectors_added_by_a_later_sync_are_found(engine, notes_dir):
         "SELECT c.embedding, v.embedding FROM chunks c JOIN notes n ON n.id = c.note "
         "JOIN vectors v ON v.rowid = c.embedding "
         "WHERE n.note_id = 'notes:db/redis.md'").fetchall()
-    got = s.index.vectors([r[0] for r in rows])
+    wanted = [r[0] for r in rows]
+    got = vectors_by_id(wanted, s.index.vector_matrix(wanted))
     assert got and all(got[r[0]].tobytes() == r[1] for r in rows)
     assert s.search("maxmemory eviction").hits[0].note_id == "notes:db/redis.md"
 

@@ -577,12 +577,6 @@ class Index:
         cached under it stay right until it moves."""
         return (*_vector_state(self.db), self.chunks_epoch())
 
-    def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
-        """Stored vectors by embedding id (see ``vector_matrix``)."""
-        wanted = list(ids)
-        found, matrix = self.vector_matrix(wanted)
-        return dict(zip((i for i, f in zip(wanted, found) if f), matrix))
-
     def vector_matrix(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Which embedding ids are stored (a mask over ``ids``) and their vectors as the
         rows of one matrix: from the in-memory copy (exact, or decoded from int8 within

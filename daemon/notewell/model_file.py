@@ -71,9 +71,9 @@ def rewrite(source: str, dest: str, block: int = BLOCK) -> None:
         (mul,) = users[cast.output[0]]
         (user,) = users[mul.output[0]]
         codes = numpy_helper.to_array(inits[cast.input[0]])
-        scale = numpy_helper.to_array(inits[mul.input[1]]).astype(np.float32)
-        if codes.dtype != np.int8 or mul.op_type != "Mul":
+        if codes.dtype != np.int8 or mul.op_type != "Mul" or mul.input[1] not in inits:
             raise ValueError(f"{cast.input[0]}: not an int8 weight scaled by a Mul")
+        scale = numpy_helper.to_array(inits[mul.input[1]]).astype(np.float32)
         base = cast.input[0]
         if user.op_type == "MatMul" and user.input[1] == mul.output[0]:
             k, n = codes.shape

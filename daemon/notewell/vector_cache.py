@@ -234,12 +234,6 @@ class VectorCache:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def vectors(self, ids) -> dict[int, np.ndarray]:
-        """The stored vectors of ``ids`` that are here, by id (see ``matrix``)."""
-        wanted = np.asarray(list(ids), dtype=np.int64)
-        found, vecs = self.matrix(wanted)
-        return dict(zip(wanted[found].tolist(), vecs))
-
     def matrix(self, ids) -> tuple[np.ndarray, np.ndarray]:
         """Which of ``ids`` are here (a mask) and their vectors as the rows of one matrix,
         in that order: float32 rows as stored, or decoded from int8 (within about 1e-3
