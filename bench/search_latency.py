@@ -61,7 +61,7 @@ def measure_size(size: str, vectors: str, n_queries: int, passes: int,
         qvecs = embedder.embed_batch(queries)
         # Warm the model, SQLite's page cache and the FTS index.
         Searcher(index, embedder).search(queries[0])
-        full, render = [], []
+        full, render, few_words, sentences = [], [], [], []
         for _ in range(passes):
             searcher = Searcher(index, embedder)
             for q in queries:
@@ -72,7 +72,11 @@ def measure_size(size: str, vectors: str, n_queries: int, passes: int,
                 t2 = time.perf_counter()
                 full.append((t2 - t0) * 1000)
                 render.append((t2 - t1) * 1000)
+                # The model's time grows with the query's length (0.13 ms a token).
+                (few_words if len(q.split()) <= 5 else sentences).append(full[-1])
         res["search"] = common.pct(full)
+        res["search_few_words"] = common.pct(few_words) if few_words else None
+        res["search_sentences"] = common.pct(sentences) if sentences else None
         res["render"] = common.pct(render)
         fresh = iter([q + " x" for q in queries * 2])  # not in any cache yet
         res["embed"] = common.pct(common.timed(
@@ -111,6 +115,10 @@ def measure_size(size: str, vectors: str, n_queries: int, passes: int,
     print(f"vector copy: {s['vector_copy']} (loaded in {s['vector_copy_load_s']} s); "
           f"keyword copy: {s['keyword_copy_mb']} MB (built in {s['keyword_copy_load_s']} s)")
     print(f"search + render (daemon): {common.fmt(s['search'])}")
+    for key, label in (("search_few_words", "queries of 2-5 words"),
+                       ("search_sentences", "longer queries (claims)")):
+        if s[key]:
+            print(f"  {label + ':':23} {common.fmt(s[key])}")
     print(f"  query embedding:        {common.fmt(s['embed'])}")
     print(f"  k-NN (k=80):            {common.fmt(s['knn80'])}")
     print(f"  BM25 (k=80):            {common.fmt(s['bm25'])}")

@@ -169,3 +169,34 @@ def test_migration_2_refills_the_keyword_index_with_prefix_indexes(tmp_path, fak
     assert new.consistency_problems() == []
     assert len(new.bm25('"jo"*', 5)) == 1 and len(new.bm25('"kitch"*', 5)) == 1
     new.close()
+
+
+def test_migration_3_moves_vectors_into_small_chunks_and_keeps_them(tmp_path, monkeypatch):
+    from notewell import index as index_module
+
+    path = str(tmp_path / "i.sqlite")
+    every = index_module._migrations
+    monkeypatch.setattr(index_module, "_migrations", lambda dim: every(dim)[:2])
+    old = Index(path, SETTINGS)
+    v = np.random.default_rng(3).standard_normal((150, 64)).astype(np.float32)
+    old.add_embeddings([f"h{i}" for i in range(150)], v)
+    ids = [r[0] for r in old.db.execute("SELECT id FROM embeddings ORDER BY id")]
+    with old.db:
+        old.db.execute("DELETE FROM vectors WHERE rowid = ?", (ids[7],))  # a gap
+    old.close()
+    monkeypatch.setattr(index_module, "_migrations", every)
+    new = Index(path, SETTINGS)
+    assert new.db.execute("PRAGMA user_version").fetchone()[0] == 3
+    sql = new.db.execute("SELECT sql FROM sqlite_master WHERE name = 'vectors'").fetchone()[0]
+    assert f"chunk_size={index_module.VECTOR_CHUNK}" in sql
+    assert new.db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'vectors_moving'"
+                          ).fetchone()[0] == 0
+    rows = dict(new.db.execute("SELECT rowid, embedding FROM vectors"))
+    assert sorted(rows) == sorted(set(ids) - {ids[7]})
+    for i, rowid in enumerate(ids):
+        if rowid != ids[7]:
+            assert np.array_equal(np.frombuffer(rows[rowid], dtype=np.float32), v[i])
+    # k-NN still answers from the moved vectors (sqlite-vec's own scan).
+    new.use_vector_copy = False
+    assert new.knn(v[20], 1)[0][0] == ids[20]
+    new.close()

@@ -242,3 +242,31 @@ def test_a_bulk_sync_is_caught_up_in_place(index):
     assert index.knn(probe, 1)[0][0] == new_id
     assert index._vcache is cache and cache.n == 300 + VECTOR_PULL_INLINE + 101
 
+
+
+def test_a_large_quantized_copy_gives_exact_distances_for_its_best(index, monkeypatch):
+    """From EXACT_HEAD_FROM vectors, the best few are re-scored with their float vectors
+    (int8 scores cannot order near-ties): their order and distances are sqlite-vec's."""
+    from notewell import index as index_module
+
+    monkeypatch.setitem(VectorCache.__init__.__kwdefaults__, "exact_limit", 0)
+    base = clustered(40, seed=8)
+    rng = np.random.default_rng(8)
+    # Near-copies of a few passages, as a large corpus of similar notes has them.
+    vecs = unit(np.repeat(base, 30, axis=0) + 0.02 * rng.standard_normal((1200, DIM)))
+    index.add_embeddings(hashes(0, 1200), vecs)
+    index.warm_vectors(wait=True)
+    assert index._vector_cache().quantized
+    monkeypatch.setattr(index_module, "EXACT_HEAD_FROM", 1000)
+    monkeypatch.setattr(index_module, "EXACT_HEAD", 15)
+    queries = unit(base[:8] + 0.05 * rng.standard_normal((8, DIM)))
+    for q in queries:
+        for k in (5, 30):  # a k below the head still draws on the head's candidates
+            got = index.knn(q, k)[:5]
+            want = sqlite_vec_knn(index, q, 5)
+            assert [i for i, _ in got] == [i for i, _ in want]
+            assert np.allclose([d for _, d in got], [d for _, d in want], atol=1e-6)
+    monkeypatch.setattr(index_module, "EXACT_HEAD_FROM", 10**9)  # without: int8 order
+    misses = sum([i for i, _ in index.knn(q, 5)] != [i for i, _ in sqlite_vec_knn(index, q, 5)]
+                 for q in queries)
+    assert misses > 0

@@ -14,6 +14,7 @@ import pytest
 from conftest import subprocess_env
 from launcher_helpers import install_stand_ins
 from notewell import config, doctor, paths, setup
+from notewell.chunking import ChunkSettings
 from notewell.embedding import FakeEmbedder
 from notewell.index import BuildSettings, Index
 
@@ -182,6 +183,28 @@ def test_doctor_explains_each_failure(home: Path, user_home: Path, tmp_path: Pat
     for check in checks.values():
         if check.status == "FAIL":
             assert check.fix and " -> " in check.line()
+
+
+def test_doctor_index_check_by_schema_version(home: Path, monkeypatch):
+    """An older schema is upgraded in place when next opened (a warning with the step);
+    a newer one than this notewell knows cannot be read (a failure)."""
+    monkeypatch.setenv("NOTEWELL_EMBEDDER", "fake")
+    from notewell.engine import default_embedder
+    from notewell.index import SCHEMA_VERSION, connect
+
+    embedder = default_embedder()
+    path = os.path.join(paths.index_dir(), "index-1.sqlite")
+    Index(path, BuildSettings(embedder.fingerprint(), embedder.dim,
+                              ChunkSettings().fingerprint())).close()
+    assert doctor.check_index().status == "ok"
+    for version, status, step in ((SCHEMA_VERSION - 1, "warn", "agent restart"),
+                                  (SCHEMA_VERSION + 1, "FAIL", "upgrade notewell")):
+        db = connect(path)
+        db.execute(f"PRAGMA user_version={version}")
+        db.close()
+        check = doctor.check_index()
+        assert check.status == status and step in check.fix, check.line()
+        assert f"schema {version}" in check.detail
 
 
 def test_unreadable_bear_database_asks_for_full_disk_access(monkeypatch):

@@ -166,13 +166,17 @@ def check_index() -> Check:
     except Exception as e:
         return Check(name, FAIL, f"{path} cannot be read: {e}",
                      "run `notewell index --rebuild` (the old file is kept aside)")
-    if version != SCHEMA_VERSION:
-        return Check(name, FAIL, f"schema {version}, this notewell uses {SCHEMA_VERSION}",
-                     "run `notewell index --rebuild`")
+    if version > SCHEMA_VERSION:
+        return Check(name, FAIL, f"schema {version}, newer than this notewell's "
+                     f"({SCHEMA_VERSION})", "upgrade notewell, or `notewell index --rebuild`")
     for key, value in want.items():
         if meta.get(key) != value:
             return Check(name, FAIL, f"built with {key} {meta.get(key)!r}, notewell now uses "
                          f"{value!r}", "run `notewell index --rebuild`")
+    if version < SCHEMA_VERSION:  # migrated in place the next time it is opened
+        return Check(name, WARN, f"{notes} notes, schema {version}: upgraded to "
+                     f"{SCHEMA_VERSION} when the daemon next opens it ({path})",
+                     "`notewell agent restart` (once: about 15 s per 100,000 chunks)")
     return Check(name, OK, f"{notes} notes, built with this model and chunker ({path})")
 
 
