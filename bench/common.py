@@ -568,6 +568,20 @@ class DaemonProcess:
             time.sleep(0.1)
         raise RuntimeError(f"daemon not ready after {timeout:.0f}s; see {self.log}")
 
+    def wait_warm(self, timeout: float = 600.0, settle: float = 2.0) -> dict[str, int]:
+        """Wait until both in-memory copies (vectors, keywords) are loaded, then ``settle``
+        seconds more; the copies' sizes in bytes. Until then searches share the cores with
+        loading them: keystrokes right after a start measured 4.4-10 ms instead of 4.5."""
+        deadline = time.monotonic() + timeout
+        copies: dict[str, int] = {}
+        while time.monotonic() < deadline:
+            copies = (self.ask("status").get("result") or {}).get("in_memory") or {}
+            if copies and all(v is not None for v in copies.values()):
+                time.sleep(settle)
+                return copies
+            time.sleep(0.2)
+        raise RuntimeError(f"in-memory copies not loaded after {timeout:.0f}s: {copies}")
+
     def stop(self) -> None:
         from notewell.demo import stop_daemon
 

@@ -145,6 +145,7 @@ def main(argv: list[str] | None = None) -> dict:
         # A daemon per client: the same keystrokes, each time on cold caches.
         daemon = common.DaemonProcess(home, fake=args.fake)
         try:
+            daemon.wait_warm()
             timings[name] = (in_process(daemon, typed) if name == "inprocess" else
                              typing_and_repeat(*clients[name], typed, bare_cmd, bare))
         finally:

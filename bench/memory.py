@@ -33,13 +33,7 @@ def measure(size, vectors: str, seconds: float) -> dict:
     edited: dict = {}
     try:
         # Idle means ready with both in-memory copies (vectors, keywords) loaded.
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            copies = (daemon.ask("status").get("result") or {}).get("in_memory") or {}
-            if all(v is not None for v in copies.values()):
-                break
-            time.sleep(0.5)
-        time.sleep(2.0)
+        copies = daemon.wait_warm()
         res["in_memory_mb"] = {k: round((v or 0) / 2**20) for k, v in copies.items()}
         res["idle_mb"] = round(common.rss_mb(daemon.pid)[0])
         queries = [q[:i] for q in common.queries(20) for i in range(3, len(q) + 1, 2)]
