@@ -200,3 +200,45 @@ def test_migration_3_moves_vectors_into_small_chunks_and_keeps_them(tmp_path, mo
     new.use_vector_copy = False
     assert new.knn(v[20], 1)[0][0] == ids[20]
     new.close()
+
+
+def test_an_upgrade_is_kept_when_compacting_after_it_fails(tmp_path, monkeypatch, caplog):
+    """VACUUM after the upgrade refused (here: no room for the copy it writes): the upgrade
+    stays committed, the failure is logged, and the index opens and answers."""
+    from notewell import index as index_module
+
+    path = str(tmp_path / "i.sqlite")
+    every = index_module._migrations
+    monkeypatch.setattr(index_module, "_migrations", lambda dim: every(dim)[:2])
+    old = Index(path, SETTINGS)
+    v = np.random.default_rng(4).standard_normal((20, 64)).astype(np.float32)
+    old.add_embeddings([f"h{i}" for i in range(20)], v)
+    old.close()
+    monkeypatch.setattr(index_module, "_migrations", every)
+
+    class DiskFull:
+        def __init__(self, conn):
+            self._conn = conn
+
+        def __getattr__(self, name):
+            return getattr(self._conn, name)
+
+        def __enter__(self):
+            return self._conn.__enter__()
+
+        def __exit__(self, *exc):
+            return self._conn.__exit__(*exc)
+
+        def execute(self, sql, *args):
+            if sql == "VACUUM":
+                raise index_module.apsw.FullError("database or disk is full")
+            return self._conn.execute(sql, *args)
+
+    monkeypatch.setattr(index_module, "connect", lambda p: DiskFull(connect(p)))
+    with caplog.at_level("WARNING", logger="notewell.index"):
+        new = Index(path, SETTINGS)
+    assert new.db.execute("PRAGMA user_version").fetchone()[0] == 3
+    new.use_vector_copy = False
+    assert new.knn(v[3], 1)[0][0] == 4  # the fourth vector stored, found after the move
+    new.close()
+    assert "could not compact" in caplog.text and "disk is full" in caplog.text

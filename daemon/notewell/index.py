@@ -36,8 +36,9 @@ from .vector_cache import VectorCache
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 3
-# Vectors per vec0 chunk (migration 3).
+# Vectors per vec0 chunk, since the schema version that moved them (migration 3).
 VECTOR_CHUNK = 64
+VECTORS_MOVED = 3
 # From this many vectors, k-NN re-scores its best 20 with their float vectors from SQLite
 # (point lookups, ~40 us each in chunks of 64): on the synthetic 1M corpus (100 noisy
 # copies of each passage) int8 scores alone give recall@10 0.973; at 100k 0.993 without.
@@ -256,15 +257,16 @@ class Index:
             if tables:
                 raise IndexCorrupt(f"{self.path} holds tables but no notewell schema")
         if 0 < version < len(migrations):
-            log.info("upgrading %s from schema %d to %d (once; migration 3 takes about 15 s "
-                     "per 100,000 chunks)", self.path, version, len(migrations))
+            log.info("upgrading %s from schema %d to %d, once%s", self.path, version,
+                     len(migrations), " (moving the vectors: about 15 s per 100,000)"
+                     if version < VECTORS_MOVED else "")
         for n in range(version, len(migrations)):
             with self.db:
                 for statement in migrations[n]:
                     self.db.execute(statement)
                 self.db.execute(f"PRAGMA user_version={n + 1}")
-        if 0 < version < 3:
-            self._compact()  # migration 3 left the old vectors' pages free
+        if 0 < version < VECTORS_MOVED:
+            self._compact()  # the old vectors' pages are free now
         with self.db:
             stored = self.meta()
             if not stored:
@@ -275,13 +277,14 @@ class Index:
 
     def _compact(self) -> None:
         """Give free pages back to the file system (2.3 s at 100k chunks). Best effort:
-        another process reading the index makes SQLite refuse, and the pages are then
-        reused by later writes instead."""
+        on a disk without room for the copy VACUUM writes (or any other refusal) the
+        pages stay free in the file and later writes reuse them."""
         try:
             self.db.execute("VACUUM")
             self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except apsw.BusyError:
-            pass
+        except apsw.Error as e:
+            log.warning("could not compact %s (%s); its free pages will be reused",
+                        self.path, e)
 
     def check_settings(self) -> None:
         stored = self.meta()
