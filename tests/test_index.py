@@ -144,15 +144,25 @@ def test_vectors_round_trip_exactly(tmp_path):
     assert np.array_equal(np.frombuffer(blob, dtype=np.float32), v[1])
 
 
+def _index_at_schema(path: str, monkeypatch, version: int) -> Index:
+    """An index as a notewell with ``version`` migrations left it; opening the file again
+    runs the rest."""
+    from notewell import index as index_module
+
+    every = index_module._migrations
+    monkeypatch.setattr(index_module, "_migrations", lambda dim: every(dim)[:version])
+    old = Index(path, SETTINGS)
+    monkeypatch.setattr(index_module, "_migrations", every)
+    return old
+
+
 def test_migration_2_refills_the_keyword_index_with_prefix_indexes(tmp_path, fake_embedder,
                                                                    monkeypatch):
     from notewell import index as index_module
     from notewell.terms import read_vocabulary
 
     path = str(tmp_path / "i.sqlite")
-    every = index_module._migrations
-    monkeypatch.setattr(index_module, "_migrations", lambda dim: every(dim)[:1])
-    old = Index(path, SETTINGS)
+    old = _index_at_schema(path, monkeypatch, 1)
     _store(old, fake_embedder, Note(
         note_id="s:a", source="s", kind="markdown", title="Café notes", text="Daily journal "
         "template for the garden.", url="file:///a", tags=("home/garden",),
@@ -160,7 +170,6 @@ def test_migration_2_refills_the_keyword_index_with_prefix_indexes(tmp_path, fak
     _store(old, fake_embedder, _note("s:b", "## Plans\n\nPublish notes to GitHub pages"))
     before = read_vocabulary(old.db).docs
     old.close()
-    monkeypatch.setattr(index_module, "_migrations", every)
     new = Index(path, SETTINGS)
     assert new.db.execute("PRAGMA user_version").fetchone()[0] == index_module.SCHEMA_VERSION
     assert "prefix" in new.db.execute(
@@ -175,16 +184,13 @@ def test_migration_3_moves_vectors_into_small_chunks_and_keeps_them(tmp_path, mo
     from notewell import index as index_module
 
     path = str(tmp_path / "i.sqlite")
-    every = index_module._migrations
-    monkeypatch.setattr(index_module, "_migrations", lambda dim: every(dim)[:2])
-    old = Index(path, SETTINGS)
+    old = _index_at_schema(path, monkeypatch, 2)
     v = np.random.default_rng(3).standard_normal((150, 64)).astype(np.float32)
     old.add_embeddings([f"h{i}" for i in range(150)], v)
     ids = [r[0] for r in old.db.execute("SELECT id FROM embeddings ORDER BY id")]
     with old.db:
         old.db.execute("DELETE FROM vectors WHERE rowid = ?", (ids[7],))  # a gap
     old.close()
-    monkeypatch.setattr(index_module, "_migrations", every)
     new = Index(path, SETTINGS)
     assert new.db.execute("PRAGMA user_version").fetchone()[0] == 3
     sql = new.db.execute("SELECT sql FROM sqlite_master WHERE name = 'vectors'").fetchone()[0]
@@ -208,13 +214,10 @@ def test_an_upgrade_is_kept_when_compacting_after_it_fails(tmp_path, monkeypatch
     from notewell import index as index_module
 
     path = str(tmp_path / "i.sqlite")
-    every = index_module._migrations
-    monkeypatch.setattr(index_module, "_migrations", lambda dim: every(dim)[:2])
-    old = Index(path, SETTINGS)
+    old = _index_at_schema(path, monkeypatch, 2)
     v = np.random.default_rng(4).standard_normal((20, 64)).astype(np.float32)
     old.add_embeddings([f"h{i}" for i in range(20)], v)
     old.close()
-    monkeypatch.setattr(index_module, "_migrations", every)
 
     class DiskFull:
         def __init__(self, conn):
