@@ -51,13 +51,33 @@ def test_the_rewrite_gives_the_shipped_files_vectors_with_int8_weights(shipped, 
     model_file.rewrite(shipped.model, dest)
     graph = onnx.load(dest).graph
     ops = [n.op_type for n in graph.node]
-    assert ops.count("MatMulNBits") == 36 and "MatMul" in ops  # attention's products stay
+    assert ops.count("MatMulNBits") == 36
+    # Each layer's attention and GELU as one operator each, nothing of them left spelled out.
+    assert ops.count("MultiHeadAttention") == 6 and ops.count("BiasGelu") == 6
+    assert not {"MatMul", "Softmax", "Erf", "Transpose", "IsNaN"} & set(ops)
+    assert len(ops) < 130  # 385 in the shipped file, 261 with only the weights rewritten
     float_weights = [i for i in graph.initializer if i.data_type == onnx.TensorProto.FLOAT
                      and np.prod(i.dims) > 100_000]
     assert float_weights == []  # no weight matrix or embedding table left in float
+    # One padded batch (the texts differ in length) and each text alone: the padding mask
+    # reaches the fused attention.
     base = OnnxEmbedder(shipped, verify=False).embed_batch(TEXTS)
-    got = OnnxEmbedder(ModelFiles(dest, shipped.tokenizer), verify=False).embed_batch(TEXTS)
-    assert (base * got).sum(axis=1).min() >= 0.999
+    rewritten = OnnxEmbedder(ModelFiles(dest, shipped.tokenizer), verify=False)
+    assert (base * rewritten.embed_batch(TEXTS)).sum(axis=1).min() >= 0.999
+    alone = np.concatenate([rewritten.embed_batch([t]) for t in TEXTS])
+    assert (base * alone).sum(axis=1).min() >= 0.999
+
+
+def test_fusing_leaves_what_it_does_not_recognise(shipped, tmp_path):
+    import onnx
+
+    dest = str(tmp_path / "rewrite.onnx")
+    model_file.rewrite(shipped.model, dest)
+    model = onnx.load(dest)
+    before = [n.op_type for n in model.graph.node]
+    assert model_file._fuse_attention(model.graph) == 0  # already fused: nothing matches
+    assert model_file._fuse_gelu(model.graph) == 0
+    assert [n.op_type for n in model.graph.node] == before
 
 
 def test_the_choice_is_made_once_and_recorded(shipped, model_dir):
@@ -86,6 +106,18 @@ def test_a_new_onnxruntime_makes_the_choice_again(shipped, model_dir):
         json.dump(data, f)
     assert choose(shipped) != shipped.model
     assert model_file.recorded_choice(MODEL_SHA256)["use"] == "rewrite"
+
+
+def test_a_new_revision_replaces_the_older_rewrite(shipped, model_dir, monkeypatch):
+    older = choose(shipped)
+    other = os.path.join(model_dir, "minilm-0123456789abcdef-r1-b32.onnx")  # another file's
+    open(other, "wb").close()
+    monkeypatch.setattr(model_file, "REVISION", model_file.REVISION + 1)
+    newer = choose(shipped)
+    assert newer != older and os.path.exists(newer)
+    assert sorted(os.listdir(model_dir)) == sorted(
+        [os.path.basename(newer), os.path.basename(newer)[:-5] + ".json",
+         os.path.basename(other)])
 
 
 def test_without_the_onnx_package_the_shipped_file_runs(shipped, model_dir, monkeypatch):

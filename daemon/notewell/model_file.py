@@ -10,7 +10,12 @@ scales, so the same weights:
 - each matrix product becomes onnxruntime's ``MatMulNBits`` with 8-bit weights (the int8
   code plus 128, zero point 128, the column's scale for every block), computing in int8
   with the activations quantized per block of ``BLOCK`` values (``accuracy_level`` 4);
-- the word and position embedding tables are gathered as int8 and scaled after the gather.
+- the word and position embedding tables are gathered as int8 and scaled after the gather;
+- each layer's attention, which the export spells out in ~23 small operators (heads split
+  and joined by reshapes and transposes, the padding mask, softmax and a guard against
+  all-masked rows), becomes one ``MultiHeadAttention``, and each GELU after its bias one
+  ``BiasGelu``: 261 operators become 117, and a short query 2.6-2.9 -> 2.2-2.5 ms with
+  the same vectors (cosine to the unfused rewrite's min 0.99976 over 100 texts).
 
 Measured on the 2-core Xeon (``bench/model_variants.py``, ``bench/quality.py``): 63 MB
 less resident, a short query 3.3 -> 2.6 ms, indexing unchanged (17-19 chunks/s), vectors
@@ -27,6 +32,7 @@ file stays in use when the rewrite cannot be built, does not load (onnxruntime b
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -39,7 +45,7 @@ from .memory import release_memory
 
 log = logging.getLogger(__name__)
 
-REVISION = 1  # bump when ``rewrite`` changes what it writes
+REVISION = 2  # bump when ``rewrite`` changes what it writes (2: attention and GELU fused)
 BLOCK = 32  # activations quantized per 32 values: see the module docstring for why not 128
 MIN_COSINE = 0.995  # the rewrite's vectors against the shipped file's, on ``_PROBE_TEXTS``
 MAX_SLOWDOWN = 1.1  # a rewrite slower than this on a short query is not used
@@ -114,13 +120,133 @@ def rewrite(source: str, dest: str, block: int = BLOCK) -> None:
         replaced += 1
     if not replaced:
         raise ValueError(f"{source}: no int8 weights found; not the expected model file")
-    used = {name for node in graph.node for name in node.input}
-    for init in list(graph.initializer):
-        if init.name not in used:
-            graph.initializer.remove(init)
+    _fuse_attention(graph)
+    _fuse_gelu(graph)
+    _drop_unused(graph)
     if not any(o.domain == "com.microsoft" for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     paths.write_atomic(dest, model.SerializeToString())
+
+
+def _fuse_attention(graph) -> int:
+    """Each layer's attention as one onnxruntime ``MultiHeadAttention`` over the outputs of
+    the query, key and value projections; the number of layers fused.
+
+    The export spells attention out in ~23 small operators per layer (heads split by
+    reshapes and transposes, Q and Kᵀ scaled, the padding mask added, softmax, a guard
+    against rows that are all mask, times V, heads joined again). Matched from the
+    output projection's input backwards; a layer that does not match stays as it is."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    producer = {out: node for node in graph.node for out in node.output}
+    consts = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+
+    def made_by(name: str, op: str):
+        node = producer.get(name)
+        return node if node is not None and node.op_type == op else None
+
+    def projection(name: str):
+        """The bias ``Add`` after a ``MatMulNBits``, back through reshapes/transposes."""
+        node = producer.get(name)
+        while node is not None and node.op_type in ("Reshape", "Transpose"):
+            node = producer.get(node.input[0])
+        if node is not None and node.op_type == "Add" and made_by(node.input[0], "MatMulNBits"):
+            return node
+        return None
+
+    mask = "notewell_key_padding_mask"
+    fused = 0
+    for at, join in enumerate(list(graph.node)):
+        # join: Reshape(Transpose(MatMul(Where(IsNaN(p), 0, p) with p = Softmax(Add(
+        # MatMul(Mul(Q, s), Mul(Kᵀ, s)), mask)), V)))
+        if join.op_type != "Reshape":
+            continue
+        heads = made_by(join.input[0], "Transpose")
+        context = heads and made_by(heads.input[0], "MatMul")
+        guard = context and made_by(context.input[0], "Where")
+        nan = guard and made_by(guard.input[0], "IsNaN")
+        probs = nan and made_by(nan.input[0], "Softmax")
+        masked = probs and made_by(probs.input[0], "Add")
+        scores = masked and made_by(masked.input[0], "MatMul")
+        q_scaled = scores and made_by(scores.input[0], "Mul")
+        k_scaled = scores and made_by(scores.input[1], "Mul")
+        if not (q_scaled and k_scaled):
+            continue
+        q, k, v = (projection(q_scaled.input[0]), projection(k_scaled.input[0]),
+                   projection(context.input[1]))
+        q_split = made_by(q_scaled.input[0], "Transpose")
+        q_view = q_split and made_by(q_split.input[0], "Reshape")
+        shape = q_view and made_by(q_view.input[1], "Concat")
+        head_size = consts.get(shape.input[-1]) if shape else None
+        scales = [consts.get(q_scaled.input[1]), consts.get(k_scaled.input[1])]
+        if not (q and k and v) or head_size is None or any(x is None for x in scales):
+            continue
+        hidden = next(a.i for a in made_by(q.input[0], "MatMulNBits").attribute
+                      if a.name == "N")
+        size = int(np.asarray(head_size).reshape(-1)[0])
+        if size <= 0 or hidden % size:
+            continue
+        scale = float(np.prod([np.asarray(x, dtype=np.float64).reshape(-1)[0]
+                               for x in scales]))
+        graph.node.remove(join)
+        graph.node.insert(at, helper.make_node(
+            "MultiHeadAttention", [q.output[0], k.output[0], v.output[0], "", mask],
+            list(join.output), name=f"notewell_attention_{fused}", domain="com.microsoft",
+            num_heads=hidden // size, scale=scale))
+        fused += 1
+    if fused:
+        graph.node.insert(0, helper.make_node("Cast", ["attention_mask"], [mask],
+                                              name="notewell_mask", to=TensorProto.INT32))
+    return fused
+
+
+def _fuse_gelu(graph) -> int:
+    """``x * 0.5 * (1 + erf(x / sqrt 2))`` after a bias ``Add`` as one ``BiasGelu``
+    (onnxruntime's kernel for the same formula); the number fused."""
+    from onnx import helper, numpy_helper
+
+    producer = {out: node for node in graph.node for out in node.output}
+    consts = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+
+    def const(name: str, value: float) -> bool:
+        found = consts.get(name)
+        return found is not None and found.size == 1 and abs(float(found) - value) < 1e-6
+
+    def made_by(name: str, op: str):
+        node = producer.get(name)
+        return node if node is not None and node.op_type == op else None
+
+    fused = 0
+    for at, out in enumerate(list(graph.node)):
+        x = out.op_type == "Mul" and made_by(out.input[0], "Add")
+        half = x and made_by(out.input[1], "Mul")
+        one = half and const(half.input[0], 0.5) and made_by(half.input[1], "Add")
+        erf = one and const(one.input[1], 1.0) and made_by(one.input[0], "Erf")
+        div = erf and made_by(erf.input[0], "Div")
+        if not (div and div.input[0] == x.output[0] and const(div.input[1], 2 ** 0.5)
+                and x.input[1] in consts):
+            continue
+        graph.node.remove(out)
+        graph.node.insert(at, helper.make_node(
+            "BiasGelu", list(x.input), list(out.output), name=f"notewell_gelu_{fused}",
+            domain="com.microsoft"))
+        fused += 1
+    return fused
+
+
+def _drop_unused(graph) -> None:
+    """Remove nodes and initializers nothing reads any more (what fusing left behind)."""
+    outputs = {o.name for o in graph.output}
+    while True:
+        used = outputs | {name for node in graph.node for name in node.input}
+        dead = [n for n in graph.node if not any(out in used for out in n.output)]
+        if not dead:
+            break
+        for node in dead:
+            graph.node.remove(node)
+    for init in list(graph.initializer):
+        if init.name not in used:
+            graph.initializer.remove(init)
 
 
 def runtime_model(shipped: str, tokenizer: str, shipped_sha256: str,
@@ -133,6 +259,7 @@ def runtime_model(shipped: str, tokenizer: str, shipped_sha256: str,
     dest, record = _files(shipped_sha256, directory)
     choice = _read_choice(record)
     if choice is None or choice.get("onnxruntime") != onnxruntime.__version__:
+        _remove_older(dest)
         choice = _choose(shipped, tokenizer, dest)
         choice["onnxruntime"] = onnxruntime.__version__
         try:
@@ -159,6 +286,22 @@ def _files(shipped_sha256: str, directory: str | None) -> tuple[str, str]:
     key = f"minilm-{shipped_sha256[:16]}-r{REVISION}-b{BLOCK}"
     directory = directory or paths.model_dir()
     return os.path.join(directory, key + ".onnx"), os.path.join(directory, key + ".json")
+
+
+def _remove_older(dest: str) -> None:
+    """Delete rewrites of the same shipped file by other revisions (24 MB each)."""
+    folder, name = os.path.split(dest)
+    prefix = name.split("-r")[0] + "-r"  # minilm-<sha16>-r
+    keep = {name, name[: -len(".onnx")] + ".json"}
+    try:
+        found = os.listdir(folder)
+    except OSError:
+        return
+    for other in found:
+        if (other.startswith(prefix) and other not in keep
+                and other.endswith((".onnx", ".json"))):
+            with contextlib.suppress(OSError):  # in use elsewhere, or gone already
+                os.remove(os.path.join(folder, other))
 
 
 def _read_choice(record: str) -> dict | None:
