@@ -49,7 +49,12 @@ def variant_path(name: str, directory: str | None = None) -> str:
         return shipped_path()
     directory = directory or os.path.join(common.cache_dir(), "models")
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"minilm-{name}.onnx")
+    stem = name
+    if name == "rewrite":  # what notewell runs: built again whenever model_file changes it
+        from notewell.model_file import REVISION
+
+        stem = f"rewrite-r{REVISION}"
+    path = os.path.join(directory, f"minilm-{stem}.onnx")
     if not os.path.exists(path):
         builders = {"rewrite": _build_rewrite, "folded": _build_folded, "float": _build_float,
                     "dynamic-int8": _build_dynamic_int8,
