@@ -3,9 +3,11 @@
 SQLite extension loading -> model files -> config -> each source readable -> index built
 with this model and chunker -> daemon answering -> socket and directory private -> agent
 loaded -> Alfred workflow built for this installation -> its zsh client answering by
-itself. Checks only read: nothing is created, migrated or started (with the daemon up, the
-last check runs one empty Alfred search through the zsh client, as Alfred would). ``run``
-returns the results; the CLI prints them and exits non-zero when any failed.
+itself. Checks only read: nothing is migrated or started (with the daemon up, the last
+check runs one empty Alfred search through the zsh client, as Alfred would), and the one
+thing created is the model-file choice, if no daemon has made it yet (about a second, in
+``<home>/models``; the daemon would make the same one at its start). ``run`` returns the
+results; the CLI prints them and exits non-zero when any failed.
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -137,20 +138,15 @@ def _fuse_attention(graph) -> int:
     reshapes and transposes, Q and Kᵀ scaled, the padding mask added, softmax, a guard
     against rows that are all mask, times V, heads joined again). Matched from the
     output projection's input backwards; a layer that does not match stays as it is."""
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto, helper
 
-    producer = {out: node for node in graph.node for out in node.output}
-    consts = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
-
-    def made_by(name: str, op: str):
-        node = producer.get(name)
-        return node if node is not None and node.op_type == op else None
+    consts, made_by = _constants(graph), _made_by(graph)
 
     def projection(name: str):
         """The bias ``Add`` after a ``MatMulNBits``, back through reshapes/transposes."""
-        node = producer.get(name)
+        node = made_by(name)
         while node is not None and node.op_type in ("Reshape", "Transpose"):
-            node = producer.get(node.input[0])
+            node = made_by(node.input[0])
         if node is not None and node.op_type == "Add" and made_by(node.input[0], "MatMulNBits"):
             return node
         return None
@@ -204,18 +200,13 @@ def _fuse_attention(graph) -> int:
 def _fuse_gelu(graph) -> int:
     """``x * 0.5 * (1 + erf(x / sqrt 2))`` after a bias ``Add`` as one ``BiasGelu``
     (onnxruntime's kernel for the same formula); the number fused."""
-    from onnx import helper, numpy_helper
+    from onnx import helper
 
-    producer = {out: node for node in graph.node for out in node.output}
-    consts = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    consts, made_by = _constants(graph), _made_by(graph)
 
     def const(name: str, value: float) -> bool:
         found = consts.get(name)
         return found is not None and found.size == 1 and abs(float(found) - value) < 1e-6
-
-    def made_by(name: str, op: str):
-        node = producer.get(name)
-        return node if node is not None and node.op_type == op else None
 
     fused = 0
     for at, out in enumerate(list(graph.node)):
@@ -233,6 +224,26 @@ def _fuse_gelu(graph) -> int:
             domain="com.microsoft"))
         fused += 1
     return fused
+
+
+def _constants(graph) -> dict[str, np.ndarray]:
+    """The graph's initializers by name, as arrays."""
+    from onnx import numpy_helper
+
+    return {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+
+
+def _made_by(graph) -> Callable:
+    """``made_by(name, op=None)``: the node whose output ``name`` is (None if there is
+    none, or if ``op`` is given and it is another kind of node). Read before a fusion
+    changes the graph: the nodes it finds are the ones the fusion matches."""
+    producer = {out: node for node in graph.node for out in node.output}
+
+    def made_by(name: str, op: str | None = None):
+        node = producer.get(name)
+        return node if node is not None and op in (None, node.op_type) else None
+
+    return made_by
 
 
 def _drop_unused(graph) -> None:

@@ -141,7 +141,8 @@ class VectorCache:
         # at 100k, 1,600 give recall@10 0.985 and recall@80 (the dense list search.py
         # fuses) 0.96, 3,125 give 0.995 and 0.98 for 0.4 ms more. At 1M, recall@10 stays
         # at 0.973 from 15,600 candidates to 31,000: there the int8 scores themselves
-        # cannot order the synthetic corpus's 100 near-copies of each passage.
+        # cannot order the synthetic corpus's 100 near-copies of each passage, so
+        # ``Index.knn`` re-scores the best few with float vectors (1.0).
         self.dim = dim
         self.exact_limit = exact_limit
         self.oversample = oversample
