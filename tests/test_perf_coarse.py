@@ -1,0 +1,137 @@
+"""The coarse scorer in front of int8 re-scoring: its 4-bit codes, its cut of the best
+scores, its recall, and how the vector copy builds, extends and falls back from it."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from notewell import coarse, vector_cache
+from notewell.coarse import CoarseScorer, best, pack4
+from notewell.vector_cache import VectorCache
+from test_perf_vector_cache import clustered, exact_knn, unit
+
+
+def queries_near(vecs: np.ndarray, n: int, seed: int = 9) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    dim = vecs.shape[1]
+    return unit(vecs[:n] + 0.5 * rng.standard_normal((n, dim)) / np.sqrt(dim))
+
+
+def test_pack4_codes_two_to_a_byte_low_half_first():
+    values = np.array([[7.0, -8.0, 0.0, 3.5] * 4], dtype=np.float32)  # one block of 16
+    codes, scales = pack4(values, 16)
+    assert codes.shape == (1, 1, 8) and scales.shape == (1, 1)
+    assert scales[0, 0] == pytest.approx(8.0 / 7.0)
+    low, high = int(codes[0, 0, 0] & 0xF), int(codes[0, 0, 0] >> 4)
+    assert (low - 8, high - 8) == (6, -7)  # 7 / (8/7) rounds to 6; -8 / (8/7) = -7
+    rng = np.random.default_rng(2)
+    values = rng.standard_normal((50, 256)).astype(np.float32)
+    codes, scales = pack4(values, 128)
+    nibbles = np.stack([codes & 0xF, codes >> 4], axis=-1).reshape(50, 2, 128)
+    decoded = (nibbles.astype(np.float32) - 8) * scales[..., None]
+    assert np.abs(decoded.reshape(50, 256) - values).max() <= scales.max() / 2 + 1e-6
+
+
+@pytest.mark.parametrize("pool", [1, 10, 200, 999, 4000, 20_000])
+def test_best_keeps_every_one_of_the_top_scores(pool):
+    rng = np.random.default_rng(pool)
+    scores = rng.standard_normal(20_000).astype(np.float32)
+    scores[::7] = scores[0]  # ties must not lose rows either
+    got = best(scores, pool)
+    assert len(got) >= pool and len(set(got.tolist())) == len(got)
+    cut = np.sort(scores)[::-1][pool - 1]
+    assert set(np.flatnonzero(scores > cut).tolist()) <= set(got.tolist())
+    assert len(got) <= 2.5 * pool + 64
+
+
+def test_scorer_ranks_the_true_neighbours_into_a_small_pool():
+    vecs = clustered(6000, seed=2, dim=384)
+    scorer = CoarseScorer(vecs, threads=1)
+    assert scorer.rows == 6000 and scorer.axes.shape == (384, coarse.DIMS)
+    covered = []
+    for q in queries_near(vecs, 20):
+        rows = set(scorer.top(q, 200).tolist())
+        covered.append(len(rows & set(exact_knn(np.arange(6000), vecs, q, 10))) / 10)
+    assert np.mean(covered) >= 0.95, covered
+    assert len(scorer.top(vecs[0], 10**6)) == 6000
+    assert len(scorer.top(vecs[0], 0)) == 0
+
+
+def test_scorer_on_a_dimension_that_is_not_a_multiple_of_its_block():
+    vecs = clustered(800, seed=3, dim=48)  # 48 = 3 blocks of 16
+    scorer = CoarseScorer(vecs, threads=1)
+    assert scorer.block == 16
+    assert 0 in scorer.top(vecs[0], 20).tolist()
+    with pytest.raises(ValueError):
+        CoarseScorer(clustered(100, dim=40), threads=1)  # 40 has no block of 16 or more
+
+
+def quantized(n: int, monkeypatch, dim: int = 384, seed: int = 2) -> tuple:
+    monkeypatch.setattr(vector_cache, "COARSE_FROM", 1000)
+    vecs = clustered(n, seed=seed, dim=dim)
+    ids = np.arange(1, n + 1, dtype=np.int64)
+    cache = VectorCache(dim, exact_limit=500)
+    cache.append(ids, vecs)
+    return cache, ids, vecs
+
+
+def test_copy_answers_through_the_scorer_with_exact_recall(monkeypatch):
+    cache, ids, vecs = quantized(6000, monkeypatch)
+    cache.prepare()
+    assert cache.coarse_rows == 6000
+    recalls = []
+    for q in queries_near(vecs, 30):
+        got = cache.search(q, 10)
+        recalls.append(len({i for i, _ in got} & set(exact_knn(ids, vecs, q, 10))) / 10)
+        true = 1 - vecs[[i - 1 for i, _ in got]] @ q
+        assert np.abs(np.array([d for _, d in got]) - true).max() < 5e-3
+    assert np.mean(recalls) >= 0.97
+
+
+def test_rows_added_after_the_scorer_are_found_and_then_covered(monkeypatch):
+    cache, _, vecs = quantized(6000, monkeypatch)
+    cache.prepare()
+    # An edit: a new vector nearly equal to a query, after the scorer was built.
+    q = queries_near(vecs, 1, seed=4)[0]
+    cache.append(np.array([9000]), unit(q + 0.01)[None, :])
+    assert cache.coarse_rows == 6000
+    assert cache.search(q, 3)[0][0] == 9000
+    # Many more: past the rebuild share, a search starts a scorer over every row.
+    extra = clustered(600, seed=8, dim=384)
+    cache.append(np.arange(10_000, 10_600), extra)
+    assert cache.search(extra[5], 1)[0][0] == 10_005
+    thread = cache._scorer_thread
+    if thread is not None:
+        thread.join(30)
+    assert cache.coarse_rows == 6601
+    assert cache.search(extra[5], 1)[0][0] == 10_005
+
+
+def test_a_scorer_that_cannot_be_built_leaves_the_sign_bit_scan(monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise RuntimeError("no MatMulNBits here")
+
+    monkeypatch.setattr(vector_cache, "CoarseScorer", broken)
+    cache, ids, vecs = quantized(3000, monkeypatch)
+    with caplog.at_level(logging.WARNING, logger="notewell.vector_cache"):
+        cache.prepare()
+    assert cache.coarse_rows == 0 and "sign-bit scan" in caplog.text
+    q = queries_near(vecs, 1)[0]
+    got = [i for i, _ in cache.search(q, 5)]
+    assert got[0] == exact_knn(ids, vecs, q, 1)[0]
+    assert len(set(got) & set(exact_knn(ids, vecs, q, 5))) >= 4
+    cache.prepare()  # not tried again on every query
+    assert caplog.text.count("sign-bit scan") == 1
+
+
+def test_sizes_outside_the_range_get_no_scorer(monkeypatch):
+    cache, _, _ = quantized(3000, monkeypatch)
+    monkeypatch.setattr(vector_cache, "COARSE_UNTIL", 2000)
+    cache.prepare()
+    assert cache.coarse_rows == 0
+    small = VectorCache(384)  # the exact layout has no use for one
+    small.append(np.arange(1, 1001), clustered(1000, dim=384))
+    small.prepare()
+    assert small.coarse_rows == 0 and not small.quantized
