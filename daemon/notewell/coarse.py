@@ -32,6 +32,8 @@ one query takes 76-110 ms.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 DIMS = 256
@@ -87,16 +89,32 @@ class CoarseScorer:
             codes[start:stop], scales[start:stop] = pack4(project(decode(start, stop)),
                                                           self.block)
         self._session, self._held = _session(codes, scales, threads)
+        self._local = threading.local()  # per thread: the daemon answers several at once
 
     def top(self, query: np.ndarray, pool: int) -> np.ndarray:
         """Row numbers of at least ``pool`` of the best-scoring rows, in no order."""
         pool = min(pool, self.rows)
         if pool <= 0:
             return np.zeros(0, dtype=np.int64)
-        projected = np.einsum("i,ij->j", np.asarray(query, dtype=np.float32),
-                              self.query_axes)[None, :]
-        (scores,) = self._session.run(None, {"query": projected})
+        slot = getattr(self._local, "slot", None)
+        if slot is None:
+            slot = self._local.slot = self._bind()
+        binding, projected, scores = slot
+        np.einsum("i,ij->j", np.asarray(query, dtype=np.float32), self.query_axes,
+                  out=projected[0])
+        self._session.run_with_iobinding(binding)
         return best(scores[0], pool)
+
+    def _bind(self) -> tuple:
+        """This thread's input and output buffers, bound to the session once: an output
+        that onnxruntime allocates on each run (400 KB at 100k rows) took 0.54 ms a query
+        against 0.37 with the buffer kept (measured)."""
+        projected = np.zeros((1, self.axes.shape[1]), dtype=np.float32)
+        scores = np.zeros((1, self.rows), dtype=np.float32)
+        binding = self._session.io_binding()
+        binding.bind_cpu_input("query", projected)
+        binding.bind_output("scores", "cpu", 0, np.float32, scores.shape, scores.ctypes.data)
+        return binding, projected, scores
 
     def nbytes(self) -> int:
         """Codes and scales as built (onnxruntime's packed copy is ~1.6x this, measured)."""
