@@ -60,8 +60,7 @@ def notewell_rows(corpus, qvecs: np.ndarray) -> list[dict]:
         build = time.perf_counter() - start
         lat, res = _time(lambda v: [i for i, _ in index.knn(v, K)], qvecs)
         copy = index._vcache
-        kind = "in-memory " + ("float32" if not copy.quantized else
-                               "4-bit coarse+int8" if copy.coarse_rows else "int8+bits")
+        kind = "in-memory " + copy.layout
         rows.append({"store": f"notewell ({kind})", "latency": lat, "results": res,
                      "build_s": build})
         index.use_vector_copy = False

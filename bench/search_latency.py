@@ -56,7 +56,7 @@ def measure_size(size: str, vectors: str, n_queries: int, passes: int,
         res["keyword_copy_mb"] = round(index.copies()["keywords"] / 2**20)
         cache = index._vcache
         res["vector_copy"] = ("none (exact sqlite-vec)" if cache is None else
-                              f"{'int8+bits' if cache.quantized else 'float32'}, "
+                              f"{cache.layout}, "
                               f"{cache.nbytes() / 2**20:.0f} MB")
         qvecs = embedder.embed_batch(queries)
         # Warm the model, SQLite's page cache and the FTS index.

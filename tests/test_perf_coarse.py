@@ -79,8 +79,9 @@ def quantized(n: int, monkeypatch, dim: int = 384, seed: int = 2) -> tuple:
 
 def test_copy_answers_through_the_scorer_with_exact_recall(monkeypatch):
     cache, ids, vecs = quantized(6000, monkeypatch)
+    assert cache.layout == "int8+bits"
     cache.prepare()
-    assert cache.coarse_rows == 6000
+    assert cache.coarse_rows == 6000 and cache.layout == "4-bit coarse+int8"
     recalls = []
     for q in queries_near(vecs, 30):
         got = cache.search(q, 10)
@@ -134,4 +135,51 @@ def test_sizes_outside_the_range_get_no_scorer(monkeypatch):
     small = VectorCache(384)  # the exact layout has no use for one
     small.append(np.arange(1, 1001), clustered(1000, dim=384))
     small.prepare()
-    assert small.coarse_rows == 0 and not small.quantized
+    assert small.coarse_rows == 0 and small.layout == "float32"
+
+
+def test_onnx_writer_bytes_read_back_through_onnx():
+    onnx = pytest.importorskip("onnx")
+    from notewell import onnx_writer as ox
+
+    axes = np.arange(12, dtype=np.float32).reshape(3, 4)
+    data = ox.model(
+        [ox.node("MatMul", ["rows", "axes"], ["out"]),
+         ox.node("MatMulNBits", ["q", "codes", "scales"], ["scores"], domain="com.microsoft",
+                 K=256, N=100_000, bits=4, block_size=128, accuracy_level=-1)],
+        [ox.value_info("rows", ox.FLOAT, ["n", 3])],
+        [ox.value_info("out", ox.FLOAT, ["n", 4]), ox.value_info("scores", ox.FLOAT, [1, 7])],
+        [ox.tensor("axes", ox.FLOAT, axes.shape, axes.tobytes()),
+         ox.tensor("codes", ox.UINT8, (7, 2, 64), external=True)])
+    m = onnx.load_model_from_string(data)
+    assert m.ir_version == ox.IR_VERSION
+    assert {(o.domain, o.version) for o in m.opset_import} == {("", 17), ("com.microsoft", 1)}
+    g = m.graph
+    assert [(n.op_type, n.domain, list(n.input), list(n.output)) for n in g.node] == [
+        ("MatMul", "", ["rows", "axes"], ["out"]),
+        ("MatMulNBits", "com.microsoft", ["q", "codes", "scales"], ["scores"])]
+    attrs = {a.name: (a.i, a.type) for a in g.node[1].attribute}
+    assert attrs == {"K": (256, 2), "N": (100_000, 2), "bits": (4, 2), "block_size": (128, 2),
+                     "accuracy_level": (-1, 2)}
+    assert np.array_equal(onnx.numpy_helper.to_array(g.initializer[0]), axes)
+    codes = g.initializer[1]
+    assert list(codes.dims) == [7, 2, 64] and codes.data_type == onnx.TensorProto.UINT8
+    assert codes.data_location == onnx.TensorProto.EXTERNAL
+    assert {e.key: e.value for e in codes.external_data} == {"location": "in-memory"}
+    rows = g.input[0].type.tensor_type
+    assert rows.elem_type == onnx.TensorProto.FLOAT
+    assert [(d.dim_param, d.dim_value) for d in rows.shape.dim] == [("n", 0), ("", 3)]
+    assert [d.dim_value for d in g.output[1].type.tensor_type.shape.dim] == [1, 7]
+
+
+def test_building_a_scorer_does_not_import_onnx():
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np; from notewell.coarse import CoarseScorer; "
+            "v = np.random.default_rng(0).standard_normal((300, 64)).astype(np.float32); "
+            "s = CoarseScorer(v, threads=1); assert len(s.top(v[0], 10)) >= 10; "
+            "print('onnx' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"

@@ -22,7 +22,8 @@ the 2-core Xeon over the 100k corpus (throw-away scripts; ``bench/search_latency
   blocks of 32 (all 384 dimensions: 0.71; two bits instead of four: faster, but 800
   candidates needed). Blocks of 128 lose nothing only because every component is scaled
   to one spread first; the query's components are scaled back, so products are unchanged;
-- 136 bytes of codes and scales per row; onnxruntime holds ~1.6x that once packed.
+- 136 bytes of codes and scales per row, held twice: here, and packed by onnxruntime
+  (27 MB at 100k rows in all, measured).
 
 The codes are fixed when the scorer is built: rows added later are scored by the caller
 (``vector_cache`` scans them with sign bits) until it builds a new scorer over all rows.
@@ -35,6 +36,8 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+
+from . import onnx_writer as ox
 
 DIMS = 256
 BLOCK = 128  # components per 4-bit block with its own scale
@@ -117,7 +120,7 @@ class CoarseScorer:
         return binding, projected, scores
 
     def nbytes(self) -> int:
-        """Codes and scales as built (onnxruntime's packed copy is ~1.6x this, measured)."""
+        """Codes and scales as built; onnxruntime's packed copy is about as big again."""
         return self.rows * (self.axes.shape[1] // 2 + self.axes.shape[1] // self.block * 4)
 
 
@@ -164,26 +167,18 @@ def _options(threads: int):
     return opts
 
 
-def _model(nodes: list, inputs: list, outputs: list, initializers: list) -> bytes:
-    from onnx import helper
-
-    graph = helper.make_graph(nodes, "notewell-coarse", inputs, outputs, initializers)
-    return helper.make_model(graph, opset_imports=[
-        helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]).SerializeToString()
-
-
 def _projection(mean: np.ndarray, axes: np.ndarray, threads: int):
     """``(rows - mean) @ axes`` for blocks of rows, by onnxruntime (see the BLAS note)."""
     import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
 
     dim, dims = axes.shape
-    session = ort.InferenceSession(_model(
-        [helper.make_node("Sub", ["rows", "mean"], ["centred"]),
-         helper.make_node("MatMul", ["centred", "axes"], ["projected"])],
-        [helper.make_tensor_value_info("rows", TensorProto.FLOAT, [None, dim])],
-        [helper.make_tensor_value_info("projected", TensorProto.FLOAT, [None, dims])],
-        [numpy_helper.from_array(mean, "mean"), numpy_helper.from_array(axes, "axes")]),
+    session = ort.InferenceSession(ox.model(
+        [ox.node("Sub", ["rows", "mean"], ["centred"]),
+         ox.node("MatMul", ["centred", "axes"], ["projected"])],
+        [ox.value_info("rows", ox.FLOAT, ["n", dim])],
+        [ox.value_info("projected", ox.FLOAT, ["n", dims])],
+        [ox.tensor("mean", ox.FLOAT, mean.shape, mean.astype(np.float32).tobytes()),
+         ox.tensor("axes", ox.FLOAT, axes.shape, axes.astype(np.float32).tobytes())]),
         sess_options=_options(threads), providers=["CPUExecutionProvider"])
     return lambda rows: session.run(None, {"rows": np.asarray(rows, dtype=np.float32)})[0]
 
@@ -193,25 +188,20 @@ def _session(codes: np.ndarray, scales: np.ndarray, threads: int) -> tuple:
     onnxruntime as external initializers, which it reads in place, where codes inside the
     serialized model were copied twice (29 MB held at 100k rows instead of 16, measured)."""
     import onnxruntime as ort
-    from onnx import TensorProto, helper
 
     rows, blocks, half = codes.shape
-    data = {"codes": (codes, TensorProto.UINT8),
-            "scales": (scales.reshape(-1), TensorProto.FLOAT)}
-    initializers = []
-    for name, (array, kind) in data.items():
-        tensor = TensorProto(name=name, data_type=kind, dims=array.shape,
-                             data_location=TensorProto.EXTERNAL)
-        tensor.external_data.add(key="location", value="in-memory")
-        initializers.append(tensor)
+    dims = blocks * half * 2
+    data = {"codes": (codes, ox.UINT8), "scales": (scales.reshape(-1), ox.FLOAT)}
     opts = _options(threads)
     values = [ort.OrtValue.ortvalue_from_numpy(array) for array, _ in data.values()]
     opts.add_external_initializers(list(data), values)
-    session = ort.InferenceSession(_model(
-        [helper.make_node("MatMulNBits", ["query", "codes", "scales"], ["scores"],
-                          domain="com.microsoft", K=blocks * half * 2, N=rows, bits=4,
-                          block_size=half * 2, accuracy_level=4)],
-        [helper.make_tensor_value_info("query", TensorProto.FLOAT, [1, blocks * half * 2])],
-        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, rows])],
-        initializers), sess_options=opts, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(ox.model(
+        [ox.node("MatMulNBits", ["query", "codes", "scales"], ["scores"],
+                 domain="com.microsoft", K=dims, N=rows, bits=4, block_size=half * 2,
+                 accuracy_level=4)],
+        [ox.value_info("query", ox.FLOAT, [1, dims])],
+        [ox.value_info("scores", ox.FLOAT, [1, rows])],
+        [ox.tensor(name, kind, array.shape, external=True)
+         for name, (array, kind) in data.items()]),
+        sess_options=opts, providers=["CPUExecutionProvider"])
     return session, (data, values)

@@ -207,6 +207,13 @@ class VectorCache:
         return sum(p.nbytes for p in parts) + (scorer.nbytes() if scorer else 0)
 
     @property
+    def layout(self) -> str:
+        """How the copy answers, for people: "float32", "int8+bits" or "4-bit coarse+int8"."""
+        if not self.quantized:
+            return "float32"
+        return "4-bit coarse+int8" if self.coarse_rows else "int8+bits"
+
+    @property
     def coarse_rows(self) -> int:
         """Rows the coarse scorer covers (0 without one)."""
         scorer = self._scorer
