@@ -9,7 +9,10 @@ pipeline and dense only) runs with k-NN answered by
 - ``copy``: what the daemon does by default (the in-memory copy: exact float32 up to 5,000
   vectors, quantized beyond);
 - ``quantized``: the quantized copy (sign bits + int8) forced at every size, to show what
-  it would cost in quality where the default keeps exact search.
+  it would cost in quality where the default keeps exact search;
+- ``coarse``: the quantized copy with its coarse scorer (4-bit principal components in
+  onnxruntime, then int8) forced at every size: the default uses it from 20,000 vectors,
+  above SciFact's 11,413 chunks.
 SciFact's index is built on first use under ``$NOTEWELL_BENCH_CACHE/eval-home`` (5,183
 notes, 11,413 chunks: several minutes with the real model) and reused.
 """
@@ -21,7 +24,7 @@ import os
 
 import common
 
-MODES = ("sqlite-vec", "copy", "quantized")
+MODES = ("sqlite-vec", "copy", "quantized", "coarse")
 
 
 def run(mode: str, beir: str | None) -> dict:
@@ -30,6 +33,7 @@ def run(mode: str, beir: str | None) -> dict:
 
     original_method = index.Index._vector_cache
     original_limit = vector_cache.VectorCache.__init__.__kwdefaults__["exact_limit"]
+    original_from = vector_cache.COARSE_FROM
 
     def chosen(self):
         if mode == "sqlite-vec":
@@ -42,7 +46,8 @@ def run(mode: str, beir: str | None) -> dict:
 
     try:
         vector_cache.VectorCache.__init__.__kwdefaults__["exact_limit"] = (
-            0 if mode == "quantized" else original_limit)
+            0 if mode in ("quantized", "coarse") else original_limit)
+        vector_cache.COARSE_FROM = 1 if mode == "coarse" else original_from
         index.Index._vector_cache = chosen
         embedder = OnnxEmbedder()
         methods = ["notewell", "dense"]
@@ -53,6 +58,7 @@ def run(mode: str, beir: str | None) -> dict:
         return out
     finally:
         vector_cache.VectorCache.__init__.__kwdefaults__["exact_limit"] = original_limit
+        vector_cache.COARSE_FROM = original_from
         index.Index._vector_cache = original_method
 
 
