@@ -68,8 +68,14 @@ def test_scorer_on_a_dimension_that_is_not_a_multiple_of_its_block():
         CoarseScorer(clustered(100, dim=40), threads=1)  # 40 has no block of 16 or more
 
 
-def quantized(n: int, monkeypatch, dim: int = 384, seed: int = 2) -> tuple:
+def quantized(n: int, monkeypatch, dim: int = 384, seed: int = 2, measure: bool = False
+              ) -> tuple:
+    """A quantized copy of ``n`` clustered vectors, in the coarse scorer's range. Unless
+    ``measure``, a scorer is taken without timing it against the sign bits (at a few
+    thousand rows the two are close, and a test must not hang on a busy machine's clock)."""
     monkeypatch.setattr(vector_cache, "COARSE_FROM", 1000)
+    if not measure:
+        monkeypatch.setattr(VectorCache, "_scorer_faster", lambda *args: True)
     vecs = clustered(n, seed=seed, dim=dim)
     ids = np.arange(1, n + 1, dtype=np.int64)
     cache = VectorCache(dim, exact_limit=500)
@@ -183,3 +189,20 @@ def test_building_a_scorer_does_not_import_onnx():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_scorer_slower_than_the_sign_bits_is_not_used(monkeypatch, caplog):
+    import time
+
+    real_top = CoarseScorer.top
+
+    def slow_top(self, query, pool):
+        time.sleep(0.02)  # a 4-bit kernel on a slow fallback path
+        return real_top(self, query, pool)
+
+    monkeypatch.setattr(CoarseScorer, "top", slow_top)
+    cache, ids, vecs = quantized(3000, monkeypatch, measure=True)
+    with caplog.at_level(logging.WARNING, logger="notewell.vector_cache"):
+        cache.prepare()
+    assert cache.coarse_rows == 0 and "measured slower" in caplog.text
+    assert cache.search(vecs[7], 1)[0][0] == ids[7]

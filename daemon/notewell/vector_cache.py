@@ -42,6 +42,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -244,23 +245,49 @@ class VectorCache:
 
     def _build_scorer(self) -> None:
         with self._lock:
-            n, i8, scale = self.n, self._i8, self._scale
+            n, i8, scale, bits = self.n, self._i8, self._scale, self._bits
         try:
             scorer = CoarseScorer(
                 decode=lambda a, b: i8[a:b].astype(np.float32) * scale[a:b, None],
                 rows=n, threads=min(4, os.cpu_count() or 1))
+            slower = self.coarse_rows == 0 and not self._scorer_faster(scorer, bits, n)
         except Exception as exc:  # an onnxruntime without the operator, no memory
             log.warning("k-NN stays on the sign-bit scan: the coarse scorer could not be "
                         "built (%s: %s)", type(exc).__name__, exc)
-            with self._lock:
-                self._scorer_failed = True
-                self._scorer_thread = None
-            return
+            slower = True
+        else:
+            if slower:
+                log.warning("k-NN stays on the sign-bit scan: the coarse scorer measured "
+                            "slower on this machine")
         with self._lock:
-            # Rows only ever append, so the first ``n`` rows are the ones coded.
-            if scorer.rows > self.coarse_rows:
-                self._scorer = scorer
             self._scorer_thread = None
+            if slower:
+                self._scorer_failed = True
+            elif scorer.rows > self.coarse_rows:  # rows only append: the first n are coded
+                self._scorer = scorer
+
+    def _scorer_faster(self, scorer: CoarseScorer, bits: np.ndarray, n: int) -> bool:
+        """Whether candidates from ``scorer`` and their re-scoring take less time here than
+        from the sign-bit scan, best of five runs each (~10 ms). As for the model file
+        (``model_file``): an onnxruntime whose 4-bit kernels fall back to a slow path must
+        not make every query slower."""
+        queries = self.matrix(self._ids[: min(n, 5)])[1]
+        center = self._center if self._center is not None else 0.0
+        i8, scale = self._i8[:n], self._scale[:n]
+
+        def best_of(run) -> float:
+            times = []
+            for q in queries:
+                start = time.perf_counter()
+                run(q)
+                times.append(time.perf_counter() - start)
+            return min(times)
+
+        pool = max(self.min_candidates, n // self.share)
+        coarse = best_of(lambda q: _rescore(i8, scale, scorer.top(q, COARSE_POOL), q))
+        signs = best_of(lambda q: _rescore(i8, scale, nearest_rows(
+            hamming(bits[:, :n], sign_bits((q - center)[None, :])[0]), pool), q))
+        return coarse < signs
 
     # -- filling ----------------------------------------------------------------------------
 
