@@ -5,6 +5,7 @@ path agrees with exact search.
     .venv/bin/python bench/search_latency.py                      # 1k,10k,100k,1m
     .venv/bin/python bench/search_latency.py --sizes 1k,10k --queries 30
     .venv/bin/python bench/search_latency.py --sizes 300 --vectors random --queries 5  # smoke
+    .venv/bin/python bench/search_latency.py --sizes 10k,100k --gap-ms 100  # typing pace
 
 1k and 10k are real texts with real vectors; 100k and 1M repeat the real texts with
 noisy copies of their real vectors (see ``common``), or random unit vectors with
@@ -15,7 +16,8 @@ query-vector cache per pass, so every query pays for its embedding) of: the full
 as the daemon runs it (``Searcher.search`` + ``alfred.results_feedback``) and its parts
 (embedding, k-NN, BM25), the exact sqlite-vec k-NN for comparison, recall@10 and
 recall@80 of ``Index.knn`` against exact brute force, and the time to load the
-in-memory vector copy.
+in-memory vector copy. Searches run back to back; ``--gap-ms 100`` also times a pass
+with the daemon idle that long before each one, as between keystrokes.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import numpy as np
 
 
 def measure_size(size: str, vectors: str, n_queries: int, passes: int,
-                 exact_runs: int) -> dict:
+                 exact_runs: int, gap_ms: float = 0.0) -> dict:
     from notewell import alfred
     from notewell.embedding import OnnxEmbedder
     from notewell.index import BuildSettings, Index
@@ -78,6 +80,18 @@ def measure_size(size: str, vectors: str, n_queries: int, passes: int,
         res["search_few_words"] = common.pct(few_words) if few_words else None
         res["search_sentences"] = common.pct(sentences) if sentences else None
         res["render"] = common.pct(render)
+        if gap_ms:
+            # As when typing: the daemon idles between keystrokes, and whatever the idle
+            # time costs (cold caches, parked threads, a halted core) lands on the search.
+            idle = []
+            searcher = Searcher(index, embedder)
+            for q in queries:
+                time.sleep(gap_ms / 1000)
+                t0 = time.perf_counter()
+                result = searcher.search(q, limit=20)
+                alfred.results_feedback(result.hits, result.notices, q)
+                idle.append((time.perf_counter() - t0) * 1000)
+            res["search_after_idle"] = {"gap_ms": gap_ms, **common.pct(idle)}
         fresh = iter([q + " x" for q in queries * 2])  # not in any cache yet
         res["embed"] = common.pct(common.timed(
             lambda: embedder.embed_batch([next(fresh)]), len(queries)))
@@ -115,6 +129,9 @@ def measure_size(size: str, vectors: str, n_queries: int, passes: int,
     print(f"vector copy: {s['vector_copy']} (loaded in {s['vector_copy_load_s']} s); "
           f"keyword copy: {s['keyword_copy_mb']} MB (built in {s['keyword_copy_load_s']} s)")
     print(f"search + render (daemon): {common.fmt(s['search'])}")
+    if s.get("search_after_idle"):
+        idle = dict(s["search_after_idle"])
+        print(f"  after {idle.pop('gap_ms'):g} ms idle each: {common.fmt(idle)}")
     for key, label in (("search_few_words", "queries of 2-5 words"),
                        ("search_sentences", "longer queries (claims)")):
         if s[key]:
@@ -140,6 +157,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--passes", type=int, default=2)
     ap.add_argument("--exact-runs", type=int, default=10,
                     help="queries timed on the exact sqlite-vec path (slow at 1M)")
+    ap.add_argument("--gap-ms", type=float, default=0.0,
+                    help="also time one pass with this much idle time before each search "
+                         "(typing: ~100)")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args(argv)
     info = common.print_machine("search latency inside the daemon")
@@ -147,7 +167,7 @@ def main(argv: list[str] | None = None) -> dict:
     for size in common.parse_sizes(args.sizes):
         results["sizes"].append(measure_size(size,
                                              args.vectors, args.queries, args.passes,
-                                             args.exact_runs))
+                                             args.exact_runs, args.gap_ms))
     return common.finish(args.json, results)
 
 

@@ -46,13 +46,15 @@ def test_keystroke_smoke(cache):
 
 def test_search_latency_smoke(cache, tmp_path):
     out = run("search_latency.py", "--sizes", "150", "--vectors", "random", "--queries", "3",
-              "--passes", "1", "--exact-runs", "1", "--json", str(tmp_path / "r.json"),
-              cache=cache)
+              "--passes", "1", "--exact-runs", "1", "--gap-ms", "5", "--json",
+              str(tmp_path / "r.json"), cache=cache)
     assert "recall@10 1.0000" in out  # under the copy threshold k-NN is exact
+    assert "after 5 ms idle each" in out
     import json
 
     size = json.loads((tmp_path / "r.json").read_text())["sizes"][0]
     assert size["chunks"] >= 150 and size["search"]["n"] == 3
+    assert size["search_after_idle"]["gap_ms"] == 5 and size["search_after_idle"]["n"] == 3
 
 
 def test_memory_smoke(cache):
