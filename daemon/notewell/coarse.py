@@ -92,7 +92,7 @@ class CoarseScorer:
             codes[start:stop], scales[start:stop] = pack4(project(decode(start, stop)),
                                                           self.block)
         self._session, self._held = _session(codes, scales, threads)
-        self._local = threading.local()  # per thread: the daemon answers several at once
+        self._local = threading.local()  # per thread: the daemon searches on 4 workers
 
     def top(self, query: np.ndarray, pool: int) -> np.ndarray:
         """Row numbers of at least ``pool`` of the best-scoring rows, in no order."""

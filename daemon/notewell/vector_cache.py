@@ -114,8 +114,8 @@ def matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     return np.einsum("ij,j->i", matrix, vector)
 
 
-# The coarse scorer's range (see the module docstring). Below, the sign-bit scan costs
-# 0.4 ms at 10k, less than a scorer's share of memory is worth.
+# The coarse scorer's range (see the module docstring). Below, it saves little: k=80 at 10k
+# 0.33 against 0.46 ms with sign bits, for a second onnxruntime session's memory.
 COARSE_FROM = 20_000
 COARSE_UNTIL = 300_000
 # Candidates the coarse scorer hands to int8 re-scoring: at 100k, 200 gave recall@10 0.992
@@ -194,7 +194,7 @@ class VectorCache:
         self._lock = threading.Lock()
         self._scorer: CoarseScorer | None = None
         self._scorer_thread: threading.Thread | None = None
-        self._scorer_failed = False
+        self._scorer_declined = False  # could not be built, or measured slower: not again
 
     @property
     def quantized(self) -> bool:
@@ -227,9 +227,7 @@ class VectorCache:
         the rows it lacks are too many (``wait``: on this thread; else in the background).
         The loader calls this once a copy is read, so a daemon is warm with it."""
         with self._lock:
-            n, covered = self.n, self.coarse_rows
-            if (self._f32 is not None or self._scorer_failed or not COARSE_FROM <= n
-                    <= COARSE_UNTIL or n - covered <= COARSE_REBUILD * covered):
+            if not self._wants_scorer(self.n, self.coarse_rows):
                 return
             if wait:
                 thread = None
@@ -242,6 +240,12 @@ class VectorCache:
             self._build_scorer()
         else:
             thread.start()
+
+    def _wants_scorer(self, n: int, covered: int) -> bool:
+        """Whether a (new) coarse scorer should be built for ``n`` rows, ``covered`` of
+        which the current one covers."""
+        return (self._f32 is None and not self._scorer_declined
+                and COARSE_FROM <= n <= COARSE_UNTIL and n - covered > COARSE_REBUILD * covered)
 
     def _build_scorer(self) -> None:
         with self._lock:
@@ -262,7 +266,7 @@ class VectorCache:
         with self._lock:
             self._scorer_thread = None
             if slower:
-                self._scorer_failed = True
+                self._scorer_declined = True
             elif scorer.rows > self.coarse_rows:  # rows only append: the first n are coded
                 self._scorer = scorer
 
@@ -408,7 +412,7 @@ class VectorCache:
             rows = np.concatenate(parts) if len(parts) > 1 else parts[0]
             sims = np.concatenate(_split(
                 lambda a, b: _rescore(i8, scale, rows[a:b], q), len(rows), halves))
-            if rest > COARSE_REBUILD * covered and COARSE_FROM <= n <= COARSE_UNTIL:
+            if self._wants_scorer(n, covered):
                 self.prepare(wait=False)
         k = min(k, len(rows))
         top = np.argpartition(-sims, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
