@@ -206,3 +206,31 @@ def test_a_scorer_slower_than_the_sign_bits_is_not_used(monkeypatch, caplog):
         cache.prepare()
     assert cache.coarse_rows == 0 and "measured slower" in caplog.text
     assert cache.search(vecs[7], 1)[0][0] == ids[7]
+
+
+def test_an_index_loads_its_copy_with_the_scorer_built(tmp_path, monkeypatch):
+    """The daemon is warm with the scorer: ``warm_vectors`` builds it with the copy, and
+    k-NN through ``Index`` then agrees with sqlite-vec's exact scan on the nearest."""
+    import hashlib
+
+    from notewell.index import BuildSettings, Index
+
+    monkeypatch.setattr(vector_cache, "COARSE_FROM", 1000)
+    monkeypatch.setattr(VectorCache, "_scorer_faster", lambda *args: True)
+    monkeypatch.setitem(VectorCache.__init__.__kwdefaults__, "exact_limit", 500)
+    index = Index(str(tmp_path / "index.db"), BuildSettings("fake", 384, "c"))
+    index.vector_load_inline = 0
+    try:
+        vecs = clustered(3000, seed=11, dim=384)
+        index.add_embeddings([hashlib.sha256(str(i).encode()).hexdigest() for i in range(3000)],
+                             vecs)
+        index.warm_vectors(wait=True)
+        cache = index._vector_cache()
+        assert cache is not None and cache.coarse_rows == 3000
+        for q in queries_near(vecs, 10, seed=12):
+            want = index.db.execute(
+                "SELECT rowid FROM vectors WHERE embedding MATCH ? AND k = 1",
+                (q.astype(np.float32).tobytes(),)).fetchone()[0]
+            assert index.knn(q, 10)[0][0] == want
+    finally:
+        index.close()
