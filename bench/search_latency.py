@@ -29,9 +29,20 @@ import common
 import numpy as np
 
 
+def _one_search(searcher, q: str) -> tuple[float, float]:
+    """One keystroke's work in the daemon, as (whole, Alfred rendering) in ms."""
+    from notewell import alfred
+
+    t0 = time.perf_counter()
+    result = searcher.search(q, limit=20)
+    t1 = time.perf_counter()
+    alfred.results_feedback(result.hits, result.notices, q)
+    t2 = time.perf_counter()
+    return (t2 - t0) * 1000, (t2 - t1) * 1000
+
+
 def measure_size(size: str, vectors: str, n_queries: int, passes: int,
                  exact_runs: int, gap_ms: float = 0.0) -> dict:
-    from notewell import alfred
     from notewell.embedding import OnnxEmbedder
     from notewell.index import BuildSettings, Index
     from notewell.query import fts_match, parse
@@ -67,13 +78,9 @@ def measure_size(size: str, vectors: str, n_queries: int, passes: int,
         for _ in range(passes):
             searcher = Searcher(index, embedder)
             for q in queries:
-                t0 = time.perf_counter()
-                result = searcher.search(q, limit=20)
-                t1 = time.perf_counter()
-                alfred.results_feedback(result.hits, result.notices, q)
-                t2 = time.perf_counter()
-                full.append((t2 - t0) * 1000)
-                render.append((t2 - t1) * 1000)
+                whole, rendering = _one_search(searcher, q)
+                full.append(whole)
+                render.append(rendering)
                 # The model's time grows with the query's length (0.13 ms a token).
                 (few_words if len(q.split()) <= 5 else sentences).append(full[-1])
         res["search"] = common.pct(full)
@@ -87,10 +94,7 @@ def measure_size(size: str, vectors: str, n_queries: int, passes: int,
             searcher = Searcher(index, embedder)
             for q in queries:
                 time.sleep(gap_ms / 1000)
-                t0 = time.perf_counter()
-                result = searcher.search(q, limit=20)
-                alfred.results_feedback(result.hits, result.notices, q)
-                idle.append((time.perf_counter() - t0) * 1000)
+                idle.append(_one_search(searcher, q)[0])
             res["search_after_idle"] = {"gap_ms": gap_ms, **common.pct(idle)}
         fresh = iter([q + " x" for q in queries * 2])  # not in any cache yet
         res["embed"] = common.pct(common.timed(

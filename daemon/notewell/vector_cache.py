@@ -272,26 +272,22 @@ class VectorCache:
 
     def _scorer_faster(self, scorer: CoarseScorer, bits: np.ndarray, n: int) -> bool:
         """Whether candidates from ``scorer`` and their re-scoring take less time here than
-        from the sign-bit scan, best of five runs each (~10 ms). As for the model file
-        (``model_file``): an onnxruntime whose 4-bit kernels fall back to a slow path must
-        not make every query slower."""
+        from the sign-bit scan, for the daemon's k=80, best of five queries each (~10 ms).
+        As for the model file (``model_file``): an onnxruntime whose 4-bit kernels fall
+        back to a slow path must not make every query slower."""
         queries = self.matrix(self._ids[: min(n, 5)])[1]
-        center = self._center if self._center is not None else 0.0
         i8, scale = self._i8[:n], self._scale[:n]
 
-        def best_of(run) -> float:
+        def best_of(with_scorer: CoarseScorer | None) -> float:
             times = []
             for q in queries:
                 start = time.perf_counter()
-                run(q)
+                _rescore(i8, scale, self._candidates(q, 80, n, bits, self._center,
+                                                     with_scorer), q)
                 times.append(time.perf_counter() - start)
             return min(times)
 
-        pool = max(self.min_candidates, n // self.share)
-        coarse = best_of(lambda q: _rescore(i8, scale, scorer.top(q, COARSE_POOL), q))
-        signs = best_of(lambda q: _rescore(i8, scale, nearest_rows(
-            hamming(bits[:, :n], sign_bits((q - center)[None, :])[0]), pool), q))
-        return coarse < signs
+        return best_of(scorer) < best_of(None)
 
     # -- filling ----------------------------------------------------------------------------
 
@@ -376,6 +372,27 @@ class VectorCache:
 
     # -- searching ----------------------------------------------------------------------------
 
+    def _candidates(self, q: np.ndarray, k: int, n: int, bits: np.ndarray,
+                    center: np.ndarray | None, scorer: CoarseScorer | None) -> np.ndarray:
+        """Rows of the quantized layout to re-score for ``q``: the coarse scorer's best
+        among the rows it covers, and the nearest by sign bits among the rest."""
+        covered = scorer.rows if scorer is not None else 0
+        parts = []
+        if scorer is not None:
+            parts.append(scorer.top(q, max(k * 2, COARSE_POOL, n // COARSE_SHARE)))
+        rest = n - covered
+        # Also a share of the index: near-ties around a query grow with it.
+        pool = max(k * self.oversample, self.min_candidates, rest // self.share)
+        if pool < rest:
+            query_bits = sign_bits((q if center is None else q - center)[None, :])[0]
+            dist = np.concatenate(_split(
+                lambda a, b: hamming(bits[:, covered + a:covered + b], query_bits),
+                rest, 2 if n >= PARALLEL_FROM else 1))
+            parts.append(covered + nearest_rows(dist, pool))
+        elif rest:
+            parts.append(np.arange(covered, n))
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
     def search(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
         """(id, cosine distance) of the ``k`` nearest rows, nearest first."""
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
@@ -393,26 +410,11 @@ class VectorCache:
             rows = np.arange(n)
             sims = matvec(f32, q)
         else:
-            covered = scorer.rows if scorer is not None else 0
-            parts = []
-            if scorer is not None:
-                parts.append(scorer.top(q, max(k * 2, COARSE_POOL, n // COARSE_SHARE)))
+            rows = self._candidates(q, k, n, bits, center, scorer)
             halves = 2 if n >= PARALLEL_FROM else 1
-            rest = n - covered
-            # Also a share of the index: near-ties around a query grow with it.
-            pool = max(k * self.oversample, self.min_candidates, rest // self.share)
-            if pool < rest:
-                query_bits = sign_bits((q if center is None else q - center)[None, :])[0]
-                dist = np.concatenate(_split(
-                    lambda a, b: hamming(bits[:, covered + a:covered + b], query_bits),
-                    rest, halves))
-                parts.append(covered + nearest_rows(dist, pool))
-            elif rest:
-                parts.append(np.arange(covered, n))
-            rows = np.concatenate(parts) if len(parts) > 1 else parts[0]
             sims = np.concatenate(_split(
                 lambda a, b: _rescore(i8, scale, rows[a:b], q), len(rows), halves))
-            if self._wants_scorer(n, covered):
+            if self._wants_scorer(n, scorer.rows if scorer is not None else 0):
                 self.prepare(wait=False)
         k = min(k, len(rows))
         top = np.argpartition(-sims, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
