@@ -72,6 +72,57 @@ def test_a_sync_brings_the_copy_along_and_it_still_scores_like_fts5(engine, copy
         assert mine == pytest.approx(dict(fts5(engine, q)), rel=1e-4, abs=1e-6), raw
 
 
+def assert_ids_as_in_sqlite(engine, copy) -> None:
+    rows = engine.index.db.execute("SELECT id, note, embedding FROM chunks").fetchall()
+    ids = [r[0] for r in rows] + [10**9]
+    notes, vectors = copy.owners(ids)
+    assert list(zip(ids, notes.tolist(), vectors.tolist())) == [*map(tuple, rows),
+                                                                 (10**9, -1, -1)]
+    for column, lookup, held in ((1, copy.chunks_of_notes, copy.notes),
+                                 (2, copy.chunks_of_vectors, copy.vectors)):
+        keys = sorted({r[column] for r in rows}, reverse=True)  # any order in
+        at = lookup([*keys, 10**9])
+        found = [(int(copy.chunk_ids[i]), int(held[i])) for i in at]
+        assert sorted(found) == sorted((r[0], r[column]) for r in rows)
+        assert [k for _, k in found] == sorted(k for _, k in found)  # grouped, ascending
+        assert not len(lookup([10**9]))
+
+
+def test_the_copy_knows_each_chunks_note_and_vector_as_sqlite_does(engine, copy, notes_dir):
+    assert_ids_as_in_sqlite(engine, copy)
+    # A passage word for word in two notes shares one stored vector; an edit and a removal
+    # leave chunks masked in the copy it follows with.
+    gone = engine.index.db.execute(
+        "SELECT c.id, c.note, c.embedding FROM chunks c JOIN notes n ON n.id = c.note "
+        "WHERE n.note_id = 'notes:travel/lisbon.md'").fetchall()
+    assert gone
+    (notes_dir / "twin.md").write_text((notes_dir / "extra.md").read_text())
+    (notes_dir / "new.md").write_text("# Sourdough starter\n\nFeed the bread starter.\n")
+    (notes_dir / "travel" / "lisbon.md").unlink()
+    engine.sync()
+    moved = engine.index.keywords()
+    assert moved is not None and moved is not copy and moved.alive is not None
+    shared = engine.index.db.execute(
+        "SELECT count(*) FROM (SELECT embedding FROM chunks GROUP BY embedding "
+        "HAVING count(*) > 1)").fetchone()[0]
+    assert shared
+    assert_ids_as_in_sqlite(engine, moved)
+    assert (moved.owners([c for c, _, _ in gone])[0] == -1).all()
+    assert not len(moved.chunks_of_notes([gone[0][1]]))
+    assert not len(moved.chunks_of_vectors([e for _, _, e in gone]))
+
+
+def test_search_answers_the_same_with_the_ids_from_sqlite(engine, copy):
+    for raw in [*QUERIES, "similar:notes:extra.md"]:
+        with_copy = engine.search(raw).hits
+        engine.index.use_keyword_copy = False
+        without = engine.search(raw).hits
+        engine.index.use_keyword_copy = True
+        assert [(h.note_id, h.snippet) for h in with_copy] == [
+            (h.note_id, h.snippet) for h in without], raw
+        assert [h.score for h in with_copy] == pytest.approx([h.score for h in without])
+
+
 def test_a_write_by_another_process_makes_the_copy_stale_until_rebuilt(engine, copy,
                                                                        notes_dir):
     from notewell.index import Index
@@ -87,7 +138,7 @@ def test_a_write_by_another_process_makes_the_copy_stale_until_rebuilt(engine, c
 
 
 def test_many_changes_ask_for_a_rebuild_instead(engine, copy):
-    rows = [(10_000 + i, f"t{i}", "", f"word{i} body", "") for i in range(600)]
+    rows = [(10_000 + i, 1, 1, f"t{i}", "", f"word{i} body", "") for i in range(600)]
     from notewell.terms import Tokens
 
     assert copy.with_changes([], rows, Tokens(engine.index.db), "e") is None
@@ -99,8 +150,8 @@ def test_many_removals_ask_for_a_rebuild_too(engine):
     from notewell.terms import Tokens
 
     tokens = Tokens(engine.index.db)
-    base = build([(i, f"t{i}", "", f"word{i} body", "") for i in range(1, 700)], tokens,
-                 COLUMN_WEIGHTS, "e")
+    base = build([(i, i, i, f"t{i}", "", f"word{i} body", "") for i in range(1, 700)],
+                 tokens, COLUMN_WEIGHTS, "e")
     assert base.with_changes(list(range(1, 10)), [], tokens, "e2") is not None
     assert base.with_changes(list(range(1, 600)), [], tokens, "e2") is None
 

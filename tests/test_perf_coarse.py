@@ -8,7 +8,7 @@ import logging
 import numpy as np
 import pytest
 from notewell import coarse, vector_cache
-from notewell.coarse import CoarseScorer, best, pack4
+from notewell.coarse import CoarseScorer, pack4
 from notewell.vector_cache import VectorCache
 from test_perf_vector_cache import clustered, exact_knn, unit
 
@@ -32,18 +32,6 @@ def test_pack4_codes_two_to_a_byte_low_half_first():
     nibbles = np.stack([codes & 0xF, codes >> 4], axis=-1).reshape(50, 2, 128)
     decoded = (nibbles.astype(np.float32) - 8) * scales[..., None]
     assert np.abs(decoded.reshape(50, 256) - values).max() <= scales.max() / 2 + 1e-6
-
-
-@pytest.mark.parametrize("pool", [1, 10, 200, 999, 4000, 20_000])
-def test_best_keeps_every_one_of_the_top_scores(pool):
-    rng = np.random.default_rng(pool)
-    scores = rng.standard_normal(20_000).astype(np.float32)
-    scores[::7] = scores[0]  # ties must not lose rows either
-    got = best(scores, pool)
-    assert len(got) >= pool and len(set(got.tolist())) == len(got)
-    cut = np.sort(scores)[::-1][pool - 1]
-    assert set(np.flatnonzero(scores > cut).tolist()) <= set(got.tolist())
-    assert len(got) <= 2.5 * pool + 64
 
 
 def test_scorer_ranks_the_true_neighbours_into_a_small_pool():

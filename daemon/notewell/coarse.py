@@ -38,6 +38,7 @@ import threading
 import numpy as np
 
 from . import onnx_writer as ox
+from .topk import best
 
 DIMS = 256
 BLOCK = 128  # components per 4-bit block with its own scale
@@ -122,25 +123,6 @@ class CoarseScorer:
     def nbytes(self) -> int:
         """Codes and scales as built; onnxruntime's packed copy is about as big again."""
         return self.rows * (self.axes.shape[1] // 2 + self.axes.shape[1] // self.block * 4)
-
-
-def best(scores: np.ndarray, pool: int) -> np.ndarray:
-    """Indices of the highest scores, at least ``pool`` (1.6x as many for 200), in no
-    order: a cut-off from every 16th score, then one pass. 0.03-0.04 ms at 100k, where
-    ``argpartition`` takes 0.12-0.15 and onnxruntime's ``TopK`` 0.15; re-scoring the
-    extra rows costs less than the difference."""
-    n = len(scores)
-    if pool >= n // 4:
-        return np.argpartition(scores, n - pool)[n - pool:] if pool < n else np.arange(n)
-    sample = scores[::16]
-    # The sample holds about pool / 16 of the best ``pool``; two deviations more make a
-    # cut-off that lets too few through (and falls back) about once in 40 queries.
-    expected = pool / 16
-    rank = len(sample) - min(len(sample), int(expected + 2 * expected ** 0.5) + 1)
-    rows = np.flatnonzero(scores >= np.partition(sample, rank)[rank])
-    if len(rows) < pool:
-        rows = np.argpartition(scores, n - pool)[n - pool:]
-    return rows
 
 
 def pack4(values: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:

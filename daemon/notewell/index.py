@@ -404,7 +404,7 @@ class Index:
         ``chunks`` holds (chunk, url, embedding hash); every hash must already be stored
         with ``add_embeddings``."""
         removed: list[int] = []
-        added: list[tuple[int, str, str, str, str]] = []
+        added: list[keywords.Row] = []
         with self.db:
             before = self.chunks_epoch()
             old = self.db.execute(
@@ -442,7 +442,7 @@ class Index:
                 self.db.execute(
                     "INSERT INTO chunks_fts(rowid, title, heading, body, tags) VALUES (?,?,?,?,?)",
                     row)
-                added.append(row)
+                added.append((row[0], rowid, emb[0], *row[1:]))
         self._keywords_follow(before, removed, added)
 
     def touch_note(self, note_id: str, fingerprint: str, url: str | None = None) -> None:
@@ -465,7 +465,7 @@ class Index:
             self._keywords_follow(before, removed, [])
 
     def _keywords_follow(self, before: str, removed: list[int],
-                         added: list[tuple[int, str, str, str, str]]) -> None:
+                         added: list[keywords.Row]) -> None:
         """After a committed write that took the chunks from epoch ``before`` to now: bring
         a keyword copy that was current along (``KeywordIndex.with_changes``), so a sync of
         a few notes does not cost a rebuild; a stale copy waits for one."""
@@ -786,9 +786,10 @@ class Index:
     def keyword_columns(self, chunk_ids: Iterable[int]
                         ) -> Iterator[tuple[int, str, str, str, str]]:
         """(chunk id, its four FTS5 columns as they were indexed) for ``chunk_ids``."""
-        return _keyword_rows(self.db.execute(
+        rows = _keyword_rows(self.db.execute(
             _KEYWORD_ROWS + " WHERE c.id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(chunk_ids)),)))
+        return ((chunk_id, *columns) for chunk_id, _, _, *columns in rows)
 
     def counts(self) -> dict[str, int]:
         one = self.db.execute
@@ -816,15 +817,16 @@ def _chunks_epoch(db: apsw.Connection) -> str:
     return row[0] if row else ""
 
 
-_KEYWORD_ROWS = ("SELECT c.id, n.title, n.aliases, c.heading_path, c.text, n.tags "
-                 "FROM chunks c JOIN notes n ON n.id = c.note")
+_KEYWORD_ROWS = ("SELECT c.id, c.note, c.embedding, n.title, n.aliases, c.heading_path, "
+                 "c.text, n.tags FROM chunks c JOIN notes n ON n.id = c.note")
 
 
-def _keyword_rows(rows: Iterable[tuple]) -> Iterator[tuple[int, str, str, str, str]]:
-    """Rows of ``_KEYWORD_ROWS`` as (chunk id, the four FTS5 columns as indexed)."""
-    for chunk_id, title, aliases, heading, text, tags in rows:
-        yield (chunk_id, *keywords.columns(title, json.loads(aliases), heading, text,
-                                           json.loads(tags)))
+def _keyword_rows(rows: Iterable[tuple]) -> Iterator[keywords.Row]:
+    """Rows of ``_KEYWORD_ROWS`` as (chunk id, note row, embedding id, the four FTS5
+    columns as indexed)."""
+    for chunk_id, note, vector, title, aliases, heading, text, tags in rows:
+        yield (chunk_id, note, vector, *keywords.columns(title, json.loads(aliases), heading,
+                                                         text, json.loads(tags)))
 
 
 def _read_keywords(conn: apsw.Connection, cancelled: Callable[[], bool] = lambda: False

@@ -175,9 +175,7 @@ class Searcher:
         own_chunks = self.index.db.execute("SELECT count(*) FROM chunks WHERE note = ?",
                                            (row[0],)).fetchone()[0]
         nearest = self._knn(own, self.ranking.dense_k + own_chunks, allowed)
-        chunk_note = dict(self.index.db.execute(
-            "SELECT id, note FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
-            (json.dumps([c for c, _ in nearest]),)).fetchall())
+        chunk_note = {c: n for c, n, _ in self._owners([c for c, _ in nearest])}
         first: dict[int, int] = {}  # candidate note -> its passage nearest to ``own``
         for chunk_id, _ in nearest:
             note = chunk_note.get(chunk_id)
@@ -290,10 +288,15 @@ class Searcher:
         if not nearest:
             return []
         dist = dict(nearest)
-        rows = db.execute(
-            "SELECT id, embedding FROM chunks WHERE embedding IN "
-            "(SELECT value FROM json_each(?))", (json.dumps(list(dist)),))
-        return sorted(((r[0], dist[r[1]]) for r in rows), key=lambda x: (x[1], x[0]))
+        copy = self.index.keywords()
+        if copy is not None:  # the chunks' ids in memory (see ``keywords``)
+            at = copy.chunks_of_vectors(dist)
+            rows = zip(copy.chunk_ids[at].tolist(), copy.vectors[at].tolist())
+        else:
+            rows = db.execute(
+                "SELECT id, embedding FROM chunks WHERE embedding IN "
+                "(SELECT value FROM json_each(?))", (json.dumps(list(dist)),))
+        return sorted(((c, dist[e]) for c, e in rows), key=lambda x: (x[1], x[0]))
 
     def _bm25(self, q: Query, allowed: set[int] | None) -> list[tuple[int, float]]:
         """(chunk id, BM25 score, higher is better) for the OR of the query's words, from
@@ -456,14 +459,23 @@ class Searcher:
         """Exact cosine to the query for chunks the k-NN search did not return."""
         if not chunk_ids:
             return {}
-        rows = self.index.db.execute(
-            "SELECT id, embedding FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
-            (json.dumps(chunk_ids),)).fetchall()
+        rows = [(c, e) for c, _, e in self._owners(chunk_ids)]
         found, matrix = self.index.vector_matrix([r[1] for r in rows])
         if not len(matrix):
             return {}
         sims = matrix @ np.asarray(vector, dtype=np.float32)
         return dict(zip((r[0] for r, f in zip(rows, found) if f), sims.tolist()))
+
+    def _owners(self, chunk_ids: list[int]) -> list[tuple[int, int, int]]:
+        """(chunk id, note row, embedding id) of those of ``chunk_ids`` still indexed."""
+        copy = self.index.keywords()
+        if copy is not None:  # the chunks' ids in memory (see ``keywords``)
+            notes, vectors = copy.owners(chunk_ids)
+            return [(c, n, e) for c, n, e in zip(chunk_ids, notes.tolist(), vectors.tolist())
+                    if n >= 0]
+        return self.index.db.execute(
+            "SELECT id, note, embedding FROM chunks WHERE id IN "
+            "(SELECT value FROM json_each(?))", (json.dumps(chunk_ids),)).fetchall()
 
     # -- grouping and presentation -------------------------------------------------------
 
@@ -476,13 +488,10 @@ class Searcher:
     def _hits(self, scores: dict[int, float], q: Query, limit: int) -> list[Hit]:
         if not scores:
             return []
-        rows = self.index.db.execute(
-            "SELECT id, note FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
-            (json.dumps(list(scores)),))
         # A note is as good as its best passage (adding its other passages' scores was
         # measured and lost: SciFact train nDCG@10 0.739 -> 0.734 at a quarter weight).
         best: dict[int, int] = {}  # note -> its best chunk
-        for chunk_id, note in rows:
+        for chunk_id, note, _ in self._owners(list(scores)):
             if note not in best or scores[chunk_id] > scores[best[note]]:
                 best[note] = chunk_id
         # Equal scores in chunk order: a stable order for callers and tests.
@@ -547,15 +556,11 @@ class Searcher:
         found = self._signature_cache.get_many(notes)
         missing = [n for n in notes if n not in found]
         if missing:
-            # Ordered by note, so each note's passages are one run of matrix rows.
-            rows = self.index.db.execute(
-                "SELECT note, embedding FROM chunks WHERE note IN "
-                "(SELECT value FROM json_each(?)) ORDER BY note", (json.dumps(missing),)
-            ).fetchall()
-            stored, matrix = self.index.vector_matrix([r[1] for r in rows])
+            notes_of, vectors = self._note_vectors(missing)
+            stored, matrix = self.index.vector_matrix(vectors)
             fresh = {}
             if len(matrix):
-                owners = np.array([r[0] for r in rows], dtype=np.int64)[stored]
+                owners = notes_of[stored]
                 starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
                 sums = np.add.reduceat(matrix, starts, axis=0)
                 sums /= np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
@@ -563,6 +568,21 @@ class Searcher:
             self._signature_cache.put_many(fresh)
             found.update(fresh)
         return found
+
+
+    def _note_vectors(self, notes: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(note row, embedding id) of every chunk of ``notes``, grouped by note, so each
+        note's passages are one run of rows."""
+        copy = self.index.keywords()
+        if copy is not None:  # the chunks' ids in memory (see ``keywords``)
+            at = copy.chunks_of_notes(notes)
+            return copy.notes[at], copy.vectors[at]
+        rows = self.index.db.execute(
+            "SELECT note, embedding FROM chunks WHERE note IN "
+            "(SELECT value FROM json_each(?)) ORDER BY note", (json.dumps(notes),)
+        ).fetchall()
+        return (np.array([r[0] for r in rows], dtype=np.int64),
+                np.array([r[1] for r in rows], dtype=np.int64))
 
 
 class SharedLRU(Generic[K, V]):
