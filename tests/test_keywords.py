@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 from notewell.query import parse
 from notewell.search import Ranking, Searcher
@@ -195,3 +196,21 @@ def test_a_copy_that_followed_from_a_near_empty_index_knows_the_new_words(engine
     cover, _ = Searcher(engine.index, engine.embedder).coverage(q, ids)
     assert ids and cover[ids[0]] == pytest.approx(1.0)
     assert engine.search("quokka cens").hits[0].note_id == "notes:fresh.md"
+
+
+def test_ids_beyond_int32_are_kept_wide_and_never_match_by_wrapping(engine):
+    from notewell.keywords import COLUMN_WEIGHTS, build
+    from notewell.terms import Tokens
+
+    tokens = Tokens(engine.index.db)
+    small = build([(1, 7, 9, "a", "", "b", ""), (2, 2**31 - 2, 9, "c", "", "d", "")], tokens,
+                  COLUMN_WEIGHTS, "e")
+    assert small.notes.dtype == np.int32
+    # 2**32 + 7 wraps to 7 as int32: it must not find note 7's chunk.
+    assert small.chunks_of_notes([2**32 + 7, 2**31 - 2]).tolist() == [1]
+    assert small.owners([1, 2, 3])[0].tolist() == [7, 2**31 - 2, -1]
+    wide = build([(1, 7, 9, "a", "", "b", ""), (2, 2**40, 2**35, "c", "", "d", "")], tokens,
+                 COLUMN_WEIGHTS, "e")
+    assert wide.notes.dtype == np.int64
+    assert wide.chunks_of_notes([2**40]).tolist() == [1]
+    assert wide.chunks_of_vectors([2**35, 9]).tolist() == [0, 1]

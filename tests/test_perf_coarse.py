@@ -63,7 +63,7 @@ def quantized(n: int, monkeypatch, dim: int = 384, seed: int = 2, measure: bool 
     thousand rows the two are close, and a test must not hang on a busy machine's clock)."""
     monkeypatch.setattr(vector_cache, "COARSE_FROM", 1000)
     if not measure:
-        monkeypatch.setattr(VectorCache, "_scorer_faster", lambda *args: True)
+        monkeypatch.setattr(VectorCache, "_time_scorer", lambda *args: (0.0, 1.0))
     vecs = clustered(n, seed=seed, dim=dim)
     ids = np.arange(1, n + 1, dtype=np.int64)
     cache = VectorCache(dim, exact_limit=500)
@@ -196,6 +196,15 @@ def test_a_scorer_slower_than_the_sign_bits_is_not_used(monkeypatch, caplog):
     assert cache.search(vecs[7], 1)[0][0] == ids[7]
 
 
+@pytest.mark.parametrize("timing,kept", [((1.2, 1.0), True), ((1.3, 1.0), False)])
+def test_a_scorer_within_the_tolerance_is_kept(monkeypatch, timing, kept):
+    # A busy moment's noise must not send a daemon to the slower path for good.
+    cache = quantized(3000, monkeypatch, measure=True)[0]
+    monkeypatch.setattr(VectorCache, "_time_scorer", lambda *args: timing)
+    cache.prepare()
+    assert (cache.coarse_rows == 3000) is kept
+
+
 def test_an_index_loads_its_copy_with_the_scorer_built(tmp_path, monkeypatch):
     """The daemon is warm with the scorer: ``warm_vectors`` builds it with the copy, and
     k-NN through ``Index`` then agrees with sqlite-vec's exact scan on the nearest."""
@@ -204,7 +213,7 @@ def test_an_index_loads_its_copy_with_the_scorer_built(tmp_path, monkeypatch):
     from notewell.index import BuildSettings, Index
 
     monkeypatch.setattr(vector_cache, "COARSE_FROM", 1000)
-    monkeypatch.setattr(VectorCache, "_scorer_faster", lambda *args: True)
+    monkeypatch.setattr(VectorCache, "_time_scorer", lambda *args: (0.0, 1.0))
     monkeypatch.setitem(VectorCache.__init__.__kwdefaults__, "exact_limit", 500)
     index = Index(str(tmp_path / "index.db"), BuildSettings("fake", 384, "c"))
     index.vector_load_inline = 0

@@ -564,7 +564,9 @@ class Searcher:
                 starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
                 sums = np.add.reduceat(matrix, starts, axis=0)
                 sums /= np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
-                fresh = dict(zip(owners[starts].tolist(), sums))
+                # A row of its own for each: a view would keep its whole batch alive for as
+                # long as the cache keeps any one note of it.
+                fresh = dict(zip(owners[starts].tolist(), (row.copy() for row in sums)))
             self._signature_cache.put_many(fresh)
             found.update(fresh)
         return found
