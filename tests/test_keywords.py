@@ -113,8 +113,16 @@ def test_the_copy_knows_each_chunks_note_and_vector_as_sqlite_does(engine, copy,
     assert not len(moved.chunks_of_vectors([e for _, _, e in gone]))
 
 
-def test_search_answers_the_same_with_the_ids_from_sqlite(engine, copy):
-    for raw in [*QUERIES, "similar:notes:extra.md"]:
+@pytest.mark.parametrize("vector_copy", [True, False])
+def test_search_answers_the_same_with_the_ids_from_sqlite(engine, copy, notes_dir,
+                                                          vector_copy):
+    # A near-copy of a note (its mean vector, read by id, folds it into the original), and
+    # the vectors from the in-memory copy or, as while it loads, from SQLite.
+    (notes_dir / "twin.md").write_text((notes_dir / "extra.md").read_text() + "\nAgain.\n")
+    engine.sync()
+    engine.index.warm_keywords(wait=True)
+    engine.index.use_vector_copy = vector_copy
+    for raw in [*QUERIES, "banana bread walnuts daily", "similar:notes:extra.md"]:
         with_copy = engine.search(raw).hits
         engine.index.use_keyword_copy = False
         without = engine.search(raw).hits
@@ -122,6 +130,8 @@ def test_search_answers_the_same_with_the_ids_from_sqlite(engine, copy):
         assert [(h.note_id, h.snippet) for h in with_copy] == [
             (h.note_id, h.snippet) for h in without], raw
         assert [h.score for h in with_copy] == pytest.approx([h.score for h in without])
+    shown = [h.note_id for h in engine.search("banana bread walnuts daily").hits]
+    assert ("notes:extra.md" in shown) != ("notes:twin.md" in shown)
 
 
 def test_a_write_by_another_process_makes_the_copy_stale_until_rebuilt(engine, copy,

@@ -638,9 +638,10 @@ class Index:
         """Which embedding ids are stored (a mask over ``ids``) and their vectors as the
         rows of one matrix: from the in-memory copy (exact, or decoded from int8 within
         ~1e-3 when quantized), or from SQLite while the copy loads."""
+        ids = [int(i) for i in ids]  # apsw binds a numpy integer as a blob: no match
         cache = self._vector_cache()
         if cache is not None:
-            return cache.matrix(list(ids))
+            return cache.matrix(ids)
         rows = self._stored_vectors(ids)
         found = np.array([i in rows for i in ids], dtype=bool)
         matrix = (np.stack([rows[i] for i in ids if i in rows]) if rows
