@@ -288,15 +288,8 @@ class Searcher:
         if not nearest:
             return []
         dist = dict(nearest)
-        copy = self.index.keywords()
-        if copy is not None:  # the chunks' ids in memory (see ``keywords``)
-            at = copy.chunks_of_vectors(dist)
-            rows = zip(copy.chunk_ids[at].tolist(), copy.vectors[at].tolist())
-        else:
-            rows = db.execute(
-                "SELECT id, embedding FROM chunks WHERE embedding IN "
-                "(SELECT value FROM json_each(?))", (json.dumps(list(dist)),))
-        return sorted(((c, dist[e]) for c, e in rows), key=lambda x: (x[1], x[0]))
+        return sorted(((c, dist[e]) for c, e in self._vector_chunks(list(dist))),
+                      key=lambda x: (x[1], x[0]))
 
     def _bm25(self, q: Query, allowed: set[int] | None) -> list[tuple[int, float]]:
         """(chunk id, BM25 score, higher is better) for the OR of the query's words, from
@@ -466,16 +459,42 @@ class Searcher:
         sims = matrix @ np.asarray(vector, dtype=np.float32)
         return dict(zip((r[0] for r, f in zip(rows, found) if f), sims.tolist()))
 
+    # -- ids: from the keyword copy when it is current, else from SQLite ------------------
+
+    def _vector_chunks(self, vector_ids: list[int]) -> Iterable[tuple[int, int]]:
+        """(chunk id, embedding id) of every chunk stored with one of ``vector_ids``."""
+        copy = self.index.keywords()
+        if copy is not None:
+            at = copy.chunks_of_vectors(vector_ids)
+            return zip(copy.chunk_ids[at].tolist(), copy.vectors[at].tolist())
+        return self.index.db.execute(
+            "SELECT id, embedding FROM chunks WHERE embedding IN "
+            "(SELECT value FROM json_each(?))", (json.dumps(vector_ids),))
+
     def _owners(self, chunk_ids: list[int]) -> list[tuple[int, int, int]]:
         """(chunk id, note row, embedding id) of those of ``chunk_ids`` still indexed."""
         copy = self.index.keywords()
-        if copy is not None:  # the chunks' ids in memory (see ``keywords``)
+        if copy is not None:
             notes, vectors = copy.owners(chunk_ids)
             return [(c, n, e) for c, n, e in zip(chunk_ids, notes.tolist(), vectors.tolist())
                     if n >= 0]
         return self.index.db.execute(
             "SELECT id, note, embedding FROM chunks WHERE id IN "
             "(SELECT value FROM json_each(?))", (json.dumps(chunk_ids),)).fetchall()
+
+    def _note_vectors(self, notes: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(note row, embedding id) of every chunk of ``notes``, grouped by note, so each
+        note's passages are one run of rows."""
+        copy = self.index.keywords()
+        if copy is not None:
+            at = copy.chunks_of_notes(notes)
+            return copy.notes[at], copy.vectors[at]
+        rows = self.index.db.execute(
+            "SELECT note, embedding FROM chunks WHERE note IN "
+            "(SELECT value FROM json_each(?)) ORDER BY note", (json.dumps(notes),)
+        ).fetchall()
+        return (np.array([r[0] for r in rows], dtype=np.int64),
+                np.array([r[1] for r in rows], dtype=np.int64))
 
     # -- grouping and presentation -------------------------------------------------------
 
@@ -570,21 +589,6 @@ class Searcher:
             self._signature_cache.put_many(fresh)
             found.update(fresh)
         return found
-
-
-    def _note_vectors(self, notes: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """(note row, embedding id) of every chunk of ``notes``, grouped by note, so each
-        note's passages are one run of rows."""
-        copy = self.index.keywords()
-        if copy is not None:  # the chunks' ids in memory (see ``keywords``)
-            at = copy.chunks_of_notes(notes)
-            return copy.notes[at], copy.vectors[at]
-        rows = self.index.db.execute(
-            "SELECT note, embedding FROM chunks WHERE note IN "
-            "(SELECT value FROM json_each(?)) ORDER BY note", (json.dumps(notes),)
-        ).fetchall()
-        return (np.array([r[0] for r in rows], dtype=np.int64),
-                np.array([r[1] for r in rows], dtype=np.int64))
 
 
 class SharedLRU(Generic[K, V]):
