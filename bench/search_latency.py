@@ -17,7 +17,8 @@ as the daemon runs it (``Searcher.search`` + ``alfred.results_feedback``) and it
 (embedding, k-NN, BM25), the exact sqlite-vec k-NN for comparison, recall@10 and
 recall@80 of ``Index.knn`` against exact brute force, and the time to load the
 in-memory vector copy. Searches run back to back; ``--gap-ms 100`` also times a pass
-with the daemon idle that long before each one, as between keystrokes.
+with the daemon idle that long before each one, as between keystrokes. The process takes
+the daemon's malloc settings (``memory.limit_heaps``) first, as ``notewell serve`` does.
 """
 
 from __future__ import annotations
@@ -166,6 +167,9 @@ def main(argv: list[str] | None = None) -> dict:
                          "(typing: ~100)")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args(argv)
+    from notewell.memory import limit_heaps
+
+    limit_heaps()  # as the daemon: temporaries from 128 KB are mapped, and faulted in
     info = common.print_machine("search latency inside the daemon")
     results = {"machine": info, "sizes": []}
     for size in common.parse_sizes(args.sizes):

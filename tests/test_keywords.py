@@ -43,6 +43,19 @@ def test_scores_match_fts5_bm25(engine, copy, raw):
     assert dict(mine) == pytest.approx(dict(theirs), rel=1e-4, abs=1e-6)
 
 
+def test_scores_in_small_blocks_one_query_after_another_match_fts5(engine, copy,
+                                                                   monkeypatch):
+    # Postings are scored a block at a time into a score array kept between queries.
+    from notewell import keywords
+
+    monkeypatch.setattr(keywords, "_POSTINGS_BLOCK", 3)
+    for raw in QUERIES + QUERIES[::-1]:
+        q = parse(raw)
+        terms = Searcher(engine.index, engine.embedder).query_terms(q)
+        mine = copy.bm25([(t.tokens[0], t.prefix) for t in terms], 1000)
+        assert dict(mine) == pytest.approx(dict(fts5(engine, q)), rel=1e-4, abs=1e-6), raw
+
+
 def test_coverage_from_the_copy_matches_coverage_from_tokenized_passages(engine, copy):
     s = Searcher(engine.index, engine.embedder)
     for raw in QUERIES:
