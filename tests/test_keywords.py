@@ -237,3 +237,16 @@ def test_ids_beyond_int32_are_kept_wide_and_never_match_by_wrapping(engine):
     assert wide.notes.dtype == np.int64
     assert wide.chunks_of_notes([2**40]).tolist() == [1]
     assert wide.chunks_of_vectors([2**35, 9]).tolist() == [0, 1]
+
+
+def test_a_prefix_sums_its_terms_alike_by_sorting_or_by_counting():
+    from notewell.keywords import _summed
+
+    rng = np.random.default_rng(3)
+    docs = np.concatenate([np.sort(rng.choice(300, 120, replace=False)) for _ in range(3)])
+    weights = rng.random(len(docs)).astype(np.float32)
+    by_sort = _summed(docs.astype(np.int32), weights, 10**6)  # few postings for the size
+    by_count = _summed(docs.astype(np.int32), weights, 300)  # many
+    assert by_sort[0].tolist() == by_count[0].tolist() == sorted(set(docs.tolist()))
+    assert by_sort[1] == pytest.approx(by_count[1], rel=1e-6)
+    assert [len(a) for a in _summed(docs[:0], weights[:0], 10)] == [0, 0]

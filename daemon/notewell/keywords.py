@@ -151,13 +151,10 @@ class KeywordIndex:
             if last - first == 1 and not extra:
                 docs, freqs = self.docs[lo:hi], self.freqs[lo:hi].astype(np.float32)
             else:
-                # Summed per chunk through a dense count: linear, where sorting was n log n.
                 all_docs = np.concatenate([self.docs[lo:hi]] + [self.delta[t][0] for t in extra])
                 weights = np.concatenate([self.freqs[lo:hi].astype(np.float32)]
                                          + [self.delta[t][1] for t in extra])
-                summed = np.bincount(all_docs, weights=weights, minlength=size)
-                docs = np.flatnonzero(summed > 0).astype(np.int32)  # see ``bm25``
-                freqs = summed[docs].astype(np.float32)
+                docs, freqs = _summed(all_docs, weights, size)
         if self.alive is not None:
             keep = self.alive[docs]
             docs, freqs = docs[keep], freqs[keep]
@@ -271,6 +268,26 @@ class KeywordIndex:
         ids = self.chunk_ids[candidates]
         order = np.lexsort((ids, -values))
         return [(int(ids[i]), float(values[i])) for i in order]
+
+
+def _summed(docs: np.ndarray, weights: np.ndarray, size: int
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Each chunk of ``docs`` once (ascending) with its ``weights`` summed: what a prefix
+    of several terms holds. Few postings are sorted; many are counted over every chunk,
+    which costs the same however few there are (0.43 ms at 100k chunks for 500 postings
+    in the daemon's heap settings, where sorting took 0.014; sorting catches up near a
+    third of the chunks: 60,000 postings 1.33 ms against 0.89)."""
+    if not len(docs):
+        return _EMPTY_DOCS, _EMPTY_FREQS
+    if len(docs) * 3 < size:
+        order = np.argsort(docs, kind="stable")
+        docs, weights = docs[order], weights[order]
+        starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]])
+        return docs[starts].astype(np.int32), np.add.reduceat(weights, starts).astype(
+            np.float32)
+    summed = np.bincount(docs, weights=weights, minlength=size)
+    found = np.flatnonzero(summed > 0).astype(np.int32)  # see ``bm25``
+    return found, summed[found].astype(np.float32)
 
 
 def _narrow(ids: np.ndarray) -> np.ndarray:
