@@ -117,7 +117,8 @@ def test_a_scorer_that_cannot_be_built_leaves_the_sign_bit_scan(monkeypatch, cap
     got = [i for i, _ in cache.search(q, 5)]
     assert got[0] == exact_knn(ids, vecs, q, 1)[0]
     assert len(set(got) & set(exact_knn(ids, vecs, q, 5))) >= 4
-    cache.prepare()  # not tried again on every query
+    monkeypatch.setattr(vector_cache, "SCORER_RETRY_S", 0.0)
+    cache.prepare()  # not tried again, now or later: it cannot be built here
     assert caplog.text.count("sign-bit scan") == 1
 
 
@@ -203,6 +204,31 @@ def test_a_scorer_within_the_tolerance_is_kept(monkeypatch, timing, kept):
     monkeypatch.setattr(VectorCache, "_time_scorer", lambda *args: timing)
     cache.prepare()
     assert (cache.coarse_rows == 3000) is kept
+
+
+def test_a_scorer_declined_as_slower_is_tried_once_more_later(monkeypatch):
+    cache, _, vecs = quantized(3000, monkeypatch, measure=True)
+    timings = iter([(1.3, 1.0), (1.0, 1.0)])
+    monkeypatch.setattr(VectorCache, "_time_scorer", lambda *args: next(timings))
+    cache.prepare()
+    assert cache.coarse_rows == 0
+    cache.search(vecs[3], 5)  # too soon: no second try yet
+    assert cache._scorer_thread is None and cache.coarse_rows == 0
+    monkeypatch.setattr(vector_cache, "SCORER_RETRY_S", 0.0)
+    cache.search(vecs[3], 5)  # a search after the wait starts it in the background
+    thread = cache._scorer_thread
+    assert thread is not None
+    thread.join(30)
+    assert cache.coarse_rows == 3000
+
+
+def test_a_scorer_declined_twice_is_not_tried_again(monkeypatch):
+    cache = quantized(3000, monkeypatch, measure=True)[0]
+    monkeypatch.setattr(VectorCache, "_time_scorer", lambda *args: (1.3, 1.0))
+    monkeypatch.setattr(vector_cache, "SCORER_RETRY_S", 0.0)
+    cache.prepare()
+    cache.prepare()
+    assert cache.coarse_rows == 0 and not cache._wants_scorer(cache.n, 0)
 
 
 def test_an_index_loads_its_copy_with_the_scorer_built(tmp_path, monkeypatch):

@@ -130,6 +130,10 @@ COARSE_REBUILD = 0.05
 # guards against is a kernel several times slower, not a busy moment's noise (at start, it
 # was declined once in four runs of bench/memory.py by a strict comparison).
 SCORER_TOLERANCE = 1.25
+# A scorer declined as slower is built and timed once more this long after: the first
+# check may have met a busy moment (at start, beside the keyword build) that outlasts any
+# margin, and its verdict would otherwise hold until the copy is next reloaded.
+SCORER_RETRY_S = 300.0
 
 # From this many vectors a quantized search splits its scans over two threads (numpy lets
 # go of the GIL in them): at 1M vectors 19 -> 13 ms on 2 cores. Below, the helper's wake-up
@@ -200,7 +204,9 @@ class VectorCache:
         self._lock = threading.Lock()
         self._scorer: CoarseScorer | None = None
         self._scorer_thread: threading.Thread | None = None
-        self._scorer_declined = False  # could not be built, or measured slower: not again
+        # How often a scorer was declined (could not be built: for good; measured slower:
+        # once more, ``SCORER_RETRY_S`` later), and when.
+        self._declined: tuple[int, float] = (0, 0.0)
 
     @property
     def quantized(self) -> bool:
@@ -250,8 +256,10 @@ class VectorCache:
     def _wants_scorer(self, n: int, covered: int) -> bool:
         """Whether a (new) coarse scorer should be built for ``n`` rows, ``covered`` of
         which the current one covers."""
-        return (self._f32 is None and not self._scorer_declined
-                and COARSE_FROM <= n <= COARSE_UNTIL and n - covered > COARSE_REBUILD * covered)
+        times, when = self._declined
+        return (self._f32 is None and COARSE_FROM <= n <= COARSE_UNTIL
+                and n - covered > COARSE_REBUILD * covered
+                and (times == 0 or (times < 2 and time.monotonic() - when >= SCORER_RETRY_S)))
 
     def _build_scorer(self) -> None:
         with self._lock:
@@ -262,21 +270,24 @@ class VectorCache:
                 rows=n, threads=min(4, os.cpu_count() or 1))
             timing = None if self.coarse_rows else self._time_scorer(scorer, bits, n)
             slower = timing is not None and timing[0] > SCORER_TOLERANCE * timing[1]
+            for_good = self._declined[0] >= 1
         except Exception as exc:  # an onnxruntime without the operator, no memory
             log.warning("k-NN stays on the sign-bit scan: the coarse scorer could not be "
                         "built (%s: %s)", type(exc).__name__, exc)
-            slower = True
+            slower, for_good = True, True
         else:
             if slower:
                 log.warning("k-NN stays on the sign-bit scan: the coarse scorer measured "
-                            "slower on this machine (%.2f ms against %.2f)", *timing)
+                            "slower on this machine (%.2f ms against %.2f)%s", *timing,
+                            "" if for_good else
+                            f"; it is tried once more in {SCORER_RETRY_S:.0f} s")
             elif timing is not None:
                 log.info("k-NN through the coarse scorer over %d rows: %.2f ms against %.2f "
                          "from sign bits", n, *timing)
         with self._lock:
             self._scorer_thread = None
             if slower:
-                self._scorer_declined = True
+                self._declined = (2 if for_good else 1, time.monotonic())
             elif scorer.rows > self.coarse_rows:  # rows only append: the first n are coded
                 self._scorer = scorer
 
