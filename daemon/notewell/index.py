@@ -597,7 +597,8 @@ class Index:
         (...)`` by scanning every chunk of vectors (320 ms at 1M), a lookup in ~40 us
         (it walks the overflow pages of its chunk's blob: 96 KB since migration 3)."""
         out = {}
-        for i in dict.fromkeys(ids):
+        # As Python ints: apsw binds a numpy integer as a blob, which matches no rowid.
+        for i in dict.fromkeys(map(int, ids)):
             row = self.db.execute("SELECT embedding FROM vectors WHERE rowid = ?",
                                   (i,)).fetchone()
             if row is not None:
@@ -638,10 +639,9 @@ class Index:
         """Which embedding ids are stored (a mask over ``ids``) and their vectors as the
         rows of one matrix: from the in-memory copy (exact, or decoded from int8 within
         ~1e-3 when quantized), or from SQLite while the copy loads."""
-        ids = [int(i) for i in ids]  # apsw binds a numpy integer as a blob: no match
         cache = self._vector_cache()
         if cache is not None:
-            return cache.matrix(ids)
+            return cache.matrix(list(ids))
         rows = self._stored_vectors(ids)
         found = np.array([i in rows for i in ids], dtype=bool)
         matrix = (np.stack([rows[i] for i in ids if i in rows]) if rows

@@ -52,8 +52,8 @@ class KeywordIndex:
 
     def __init__(self, terms: list[str], offsets: np.ndarray, docs: np.ndarray,
                  freqs: np.ndarray, chunk_ids: np.ndarray, lengths: np.ndarray,
-                 weights: tuple[float, ...], epoch: str, *,
-                 notes: np.ndarray | None = None, vectors: np.ndarray | None = None,
+                 weights: tuple[float, ...], epoch: str, *, notes: np.ndarray,
+                 vectors: np.ndarray,
                  delta: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
                  alive: np.ndarray | None = None, base_size: int | None = None,
                  term_index: dict[str, int] | None = None) -> None:
@@ -79,9 +79,7 @@ class KeywordIndex:
         self.weights = weights
         self.epoch = epoch
         self._live = len(chunk_ids) if alive is None else int(alive.sum())
-        missing = np.full(len(chunk_ids), -1, dtype=np.int32)
-        self.notes = missing if notes is None else _narrow(notes)
-        self.vectors = missing if vectors is None else _narrow(vectors)
+        self.notes, self.vectors = _narrow(notes), _narrow(vectors)
         # The live chunks sorted by each id column, for lookups by chunk, note or vector.
         # Rows come nearly sorted by all three, which a stable sort takes in about one pass.
         self._by_chunk = _Sorted(chunk_ids, alive)

@@ -435,8 +435,7 @@ class VectorCache:
             halves = 2 if n >= PARALLEL_FROM else 1
             sims = np.concatenate(_split(
                 lambda a, b: _rescore(i8, scale, rows[a:b], q), len(rows), halves))
-            if self._wants_scorer(n, scorer.rows if scorer is not None else 0):
-                self.prepare(wait=False)
+            self.prepare(wait=False)  # a new scorer, once enough rows were added
         k = min(k, len(rows))
         top = np.argpartition(-sims, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
         # Nearest first; equal distances by id, as a stable order for callers and tests.
