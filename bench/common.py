@@ -59,7 +59,7 @@ def cache_dir() -> Path:
     return root
 
 
-# Bench daemons and this process share one model rewrite (notewell.model_file).
+# Bench daemons and this process share one model rewrite (notewell.model.model_file).
 os.environ.setdefault("NOTEWELL_MODEL_DIR", str(cache_dir() / "runtime-models"))
 
 
@@ -69,7 +69,7 @@ def prepare_model(environ: dict[str, str]) -> None:
     import subprocess
 
     if not any(Path(os.environ["NOTEWELL_MODEL_DIR"]).glob("*.json")):
-        subprocess.run([sys.executable, "-c", "from notewell.embedding import OnnxEmbedder; "
+        subprocess.run([sys.executable, "-c", "from notewell.model.embedding import OnnxEmbedder; "
                         "OnnxEmbedder()"], env=environ, check=True)
 
 
@@ -223,7 +223,7 @@ def sample_chunks(n: int, seed: int = 7) -> list[str]:
     from the chunks of the first 10,000 real ones, so lengths are mixed as in real use."""
     import random
 
-    from notewell.chunking import chunk_note
+    from notewell.ingest.chunking import chunk_note
 
     texts: list[str] = []
     for note in base_notes():
@@ -302,7 +302,7 @@ class BenchEmbedder:
     seeded Gaussian noise; ``random=True`` gives every text a random unit vector instead."""
 
     def __init__(self, random: bool = False) -> None:
-        from notewell.embedding import OnnxEmbedder
+        from notewell.model.embedding import OnnxEmbedder
 
         self.real = OnnxEmbedder()
         self.id, self.dim = self.real.id, self.real.dim
@@ -362,7 +362,7 @@ class Corpus:
         return self.root / "notes"
 
     def index_path(self) -> str:
-        from notewell import store
+        from notewell.index import store
 
         return store.current_path(str(self.home / "index"))
 
@@ -374,7 +374,7 @@ class Corpus:
 
 
 def chunk_count(note: BaseNote) -> int:
-    from notewell.chunking import chunk_note
+    from notewell.ingest.chunking import chunk_note
 
     return len(chunk_note(note.title, note.text))
 
@@ -479,7 +479,7 @@ def env(**values: str) -> Iterator[None]:
 
 def all_vectors(index_path: str) -> tuple[np.ndarray, np.ndarray]:
     """(ids, vectors) of every stored vector, for exact search and for the peers."""
-    from notewell.index import connect
+    from notewell.index.database import connect
 
     conn = connect(index_path)
     try:
@@ -529,7 +529,7 @@ class DaemonProcess:
         else:
             prepare_model(self.env)
         with env(NOTEWELL_HOME=str(home)):
-            from notewell import paths
+            from notewell.wire import paths
 
             self.socket_path = paths.socket_path()
         self.log = home / "bench-daemon.log"
@@ -548,7 +548,7 @@ class DaemonProcess:
         return self.proc.pid
 
     def ask(self, op: str, **args) -> dict:
-        from notewell import client, protocol
+        from notewell.wire import client, protocol
 
         # Its own socket, not NOTEWELL_HOME set around the call: threads asking together
         # (bench/memory.py's typists) would restore each other's environment mid-call.
@@ -556,7 +556,7 @@ class DaemonProcess:
                           socket_path=self.socket_path)
 
     def _wait_ready(self, timeout: float) -> None:
-        from notewell import protocol
+        from notewell.wire import protocol
 
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -588,6 +588,6 @@ class DaemonProcess:
         raise RuntimeError(f"in-memory copies not loaded after {timeout:.0f}s: {copies}")
 
     def stop(self) -> None:
-        from notewell.demo import stop_daemon
+        from notewell.ops.demo import stop_daemon
 
         stop_daemon(self.proc, timeout=20)

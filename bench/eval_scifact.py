@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "daemon"))
 
 import common
-from notewell import evaluate
+from notewell.evaluation import runner as evaluate
 
 DEFAULT_DATA = common.shared_data() / "scifact"
 LABELS = {
@@ -53,7 +53,7 @@ def main() -> int:
     if not (data / "corpus.jsonl").exists():
         print(f"no BEIR SciFact at {data}; pass --data DIR", file=sys.stderr)
         return 1
-    from notewell.embedding import OnnxEmbedder
+    from notewell.model.embedding import OnnxEmbedder
 
     embedder = OnnxEmbedder()
     start = time.monotonic()

@@ -23,9 +23,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "daemon"))
 
 import common
-from notewell import evaluate
-from notewell.query import Query, literal, parse
-from notewell.search import Ranking, Searcher, ramp
+from notewell.evaluation import runner as evaluate
+from notewell.ops.demo import demo_golden_path
+from notewell.search.query import Query, literal, parse
+from notewell.search.searcher import Ranking, Searcher, ramp
 
 DEFAULT_SCIFACT = common.shared_data() / "scifact"
 DEPTH = 200
@@ -132,12 +133,12 @@ def main() -> int:
     p.add_argument("--scifact", default=str(DEFAULT_SCIFACT), help="BEIR SciFact directory")
     p.add_argument("--split", default="train", help="SciFact split (default train)")
     args = p.parse_args()
-    from notewell.demo import demo_notes_dir
-    from notewell.embedding import OnnxEmbedder
+    from notewell.model.embedding import OnnxEmbedder
+    from notewell.ops.demo import demo_notes_dir
 
     embedder = OnnxEmbedder()
     index = evaluate.folder_index(demo_notes_dir(), embedder, "demo")
-    golden = evaluate.load_golden(evaluate.demo_golden_path())
+    golden = evaluate.load_golden(demo_golden_path())
     demo = evaluate_variants(Searcher(index, embedder), golden, parse, evaluate.path_keys(index))
     index.close()
     science = None

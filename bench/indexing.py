@@ -32,7 +32,7 @@ from pathlib import Path
 
 import common
 import numpy as np
-from notewell.embedding import BATCH_SIZE, SPIN
+from notewell.model.embedding import BATCH_SIZE, SPIN
 
 SHORT_QUERIES = ["undo a commit", "postgres vacuum", "daily notes", "git hooks",
                  "schema templates", "publish site", "lookup", "vault sync", "refactor",
@@ -44,7 +44,7 @@ SHORT_QUERIES = ["undo a commit", "postgres vacuum", "daily notes", "git hooks",
 
 def make_embedder(cfg: dict):
     from model_variants import variant_path
-    from notewell.embedding import ModelFiles, OnnxEmbedder, locate_model_files
+    from notewell.model.embedding import ModelFiles, OnnxEmbedder, locate_model_files
 
     files = locate_model_files()
     variant = cfg.get("variant", "shipped")
@@ -120,7 +120,7 @@ def run_worker(cfg: dict) -> dict:
 
 def variants_part(args, texts_file: str, reference: str | None) -> list[dict]:
     from model_variants import VARIANTS, variant_path
-    from notewell.embedding import sha256_file
+    from notewell.model.embedding import sha256_file
 
     names = args.variants.split(",") if args.variants else list(VARIANTS)
     try:
@@ -229,7 +229,7 @@ def full_sync_part(args) -> dict:
 
 
 def sync_worker(notes_dir: str) -> dict:
-    from notewell.embedding import OnnxEmbedder
+    from notewell.model.embedding import OnnxEmbedder
 
     with tempfile.TemporaryDirectory() as tmp:
         embedder = OnnxEmbedder()
@@ -245,8 +245,8 @@ def sync_worker(notes_dir: str) -> dict:
 def edit_part(args) -> dict:
     """Edit one note of a 10,000-note corpus; time the sync and the search that finds it."""
     from notewell import config as nconfig
-    from notewell.embedding import OnnxEmbedder
     from notewell.engine import Engine
+    from notewell.model.embedding import OnnxEmbedder
 
     corpus = common.build_corpus(args.edit_notes * 10, notes=args.edit_notes)
     print(f"\nedit to search: {corpus.describe()}")

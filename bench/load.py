@@ -29,8 +29,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "daemon"))
 
-from notewell import client, config, protocol  # noqa: E402
-from notewell.demo import stop_daemon  # noqa: E402
+from notewell import config  # noqa: E402
+from notewell.ops.demo import stop_daemon  # noqa: E402
+from notewell.wire import client, protocol  # noqa: E402
 
 STABLE_PREFIX, CHURN_PREFIX = "s", "c"
 WORDS = (
@@ -215,10 +216,10 @@ def _wait_ready(proc: subprocess.Popen, notes: int, timeout: float = 600) -> Non
 
 
 def _index_problems(home: Path, real: bool) -> list[str]:
-    from notewell import store
-    from notewell.chunking import ChunkSettings
-    from notewell.embedding import DIM, FakeEmbedder, OnnxEmbedder
-    from notewell.index import BuildSettings, Index
+    from notewell.index import store
+    from notewell.index.database import BuildSettings, Index
+    from notewell.ingest.chunking import ChunkSettings
+    from notewell.model.embedding import DIM, FakeEmbedder, OnnxEmbedder
 
     fake = FakeEmbedder()
     embedder_id = (OnnxEmbedder.fingerprint(OnnxEmbedder.__new__(OnnxEmbedder)) if real

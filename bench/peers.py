@@ -47,9 +47,9 @@ def _time(fn, qvecs: np.ndarray) -> tuple[dict, list[list[int]]]:
 
 
 def notewell_rows(corpus, qvecs: np.ndarray) -> list[dict]:
-    from notewell.chunking import ChunkSettings
-    from notewell.embedding import DIM, OnnxEmbedder
-    from notewell.index import BuildSettings, Index
+    from notewell.index.database import BuildSettings, Index
+    from notewell.ingest.chunking import ChunkSettings
+    from notewell.model.embedding import DIM, OnnxEmbedder
 
     fp = OnnxEmbedder.fingerprint(OnnxEmbedder.__new__(OnnxEmbedder))
     index = Index(corpus.index_path(), BuildSettings(fp, DIM, ChunkSettings().fingerprint()))
@@ -143,7 +143,7 @@ def lance_rows(ids: np.ndarray, vecs: np.ndarray, qvecs: np.ndarray, folder: str
 
 
 def measure(size, vectors: str, n_queries: int, lance_index: bool) -> dict:
-    from notewell.embedding import OnnxEmbedder
+    from notewell.model.embedding import OnnxEmbedder
 
     corpus = common.build_corpus(size, random_vectors=vectors == "random")
     print(f"\n-- {corpus.describe()}, {corpus.vectors:,} vectors")

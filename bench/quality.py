@@ -3,7 +3,7 @@
     .venv/bin/python bench/quality.py                   # demo golden set and SciFact test
     .venv/bin/python bench/quality.py --skip-beir       # demo golden set only (seconds)
 
-The same evaluation (``notewell.evaluate``: nDCG@10, Recall@5/10, MRR@10 for the full
+The same evaluation (``notewell.evaluation.runner``: nDCG@10, Recall@5/10, MRR@10 for the full
 pipeline and dense only) runs with k-NN answered by
 - ``sqlite-vec``: the exact scan in SQLite (notewell without the in-memory copy);
 - ``copy``: what the daemon does by default (the in-memory copy: exact float32 up to 5,000
@@ -28,8 +28,10 @@ MODES = ("sqlite-vec", "copy", "quantized", "coarse")
 
 
 def run(mode: str, beir: str | None) -> dict:
-    from notewell import evaluate, index, vector_cache
-    from notewell.embedding import OnnxEmbedder
+    from notewell.evaluation import runner as evaluate
+    from notewell.index import database as index
+    from notewell.index import vector_cache
+    from notewell.model.embedding import OnnxEmbedder
 
     original_method = index.Index._vector_cache
     original_limit = vector_cache.VectorCache.__init__.__kwdefaults__["exact_limit"]

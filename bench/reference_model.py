@@ -6,7 +6,7 @@ float weights as ``model.safetensors`` (a JSON header and raw little-endian arra
 BERT encoder is a few matrix products: this module reads the file and runs the forward pass
 in float64 (embeddings, 6 layers of 12-head self-attention and a GELU feed-forward, mean
 pooling over real tokens, L2 normalisation), with the same tokenizer settings as
-``notewell.embedding.OnnxEmbedder``. It is slow (about a second per hundred short texts)
+``notewell.model.embedding.OnnxEmbedder``. It is slow (about a second per hundred short texts)
 and only used by benchmarks and tests.
 """
 
@@ -72,7 +72,7 @@ class ReferenceMiniLM:
     """all-MiniLM-L6-v2 as sentence-transformers runs it: mean pooling, then L2 norm."""
 
     def __init__(self, path: str | None = None, max_tokens: int | None = None) -> None:
-        from notewell import embedding
+        from notewell.model import embedding
         from tokenizers import Tokenizer
 
         files = embedding.locate_model_files()
@@ -122,7 +122,7 @@ class ReferenceMiniLM:
 
 
 def embedding_clean(text: str) -> str:
-    from notewell.embedding import _clean
+    from notewell.model.embedding import _clean
 
     return _clean(text)
 

@@ -32,7 +32,7 @@ import numpy as np
 
 def _one_search(searcher, q: str) -> tuple[float, float]:
     """One keystroke's work in the daemon, as (whole, Alfred rendering) in ms."""
-    from notewell import alfred
+    from notewell.launcher import alfred
 
     t0 = time.perf_counter()
     result = searcher.search(q, limit=20)
@@ -44,15 +44,15 @@ def _one_search(searcher, q: str) -> tuple[float, float]:
 
 def measure_size(size: str, vectors: str, n_queries: int, passes: int,
                  exact_runs: int, gap_ms: float = 0.0) -> dict:
-    from notewell.embedding import OnnxEmbedder
-    from notewell.index import BuildSettings, Index
-    from notewell.query import fts_match, parse
-    from notewell.search import Searcher
+    from notewell.index.database import BuildSettings, Index
+    from notewell.model.embedding import OnnxEmbedder
+    from notewell.search.query import fts_match, parse
+    from notewell.search.searcher import Searcher
 
     corpus = common.build_corpus(size, random_vectors=vectors == "random")
     print(f"\n-- {size}: {corpus.describe()}")
     embedder = OnnxEmbedder()
-    from notewell.chunking import ChunkSettings
+    from notewell.ingest.chunking import ChunkSettings
 
     settings = BuildSettings(embedder.fingerprint(), embedder.dim,
                              ChunkSettings().fingerprint())

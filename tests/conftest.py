@@ -19,14 +19,15 @@ CLIENT = REPO / "client" / "notewell-query"
 SHARED = REPO.parent / "shared" / "data"
 
 sys.path.insert(0, str(REPO / "daemon"))
-# The model rewrite (notewell.model_file) is built once per test session, not once per
+# The model rewrite (notewell.model.model_file) is built once per test session, not once per
 # test home.
 if "NOTEWELL_MODEL_DIR" not in os.environ:
     os.environ["NOTEWELL_MODEL_DIR"] = tempfile.mkdtemp(prefix="notewell-models-")
     atexit.register(shutil.rmtree, os.environ["NOTEWELL_MODEL_DIR"], True)
 
-from notewell import client, config, paths, protocol  # noqa: E402
-from notewell.embedding import FakeEmbedder  # noqa: E402
+from notewell import config  # noqa: E402
+from notewell.model.embedding import FakeEmbedder  # noqa: E402
+from notewell.wire import client, paths, protocol  # noqa: E402
 
 NOTES = {
     "git/undo-commit.md": "# Undo the last commit\n\nUse `git reset --soft HEAD~1` to undo the "
@@ -99,7 +100,7 @@ def engine(notes_config, fake_embedder, home):
 
 @pytest.fixture(scope="session")
 def real_embedder():
-    from notewell.embedding import OnnxEmbedder
+    from notewell.model.embedding import OnnxEmbedder
 
     return OnnxEmbedder()
 
@@ -125,7 +126,7 @@ class DaemonProcess:
         return client.ask(protocol.request(op, **args), timeout=10)
 
     def stop(self) -> int:
-        from notewell.demo import stop_daemon
+        from notewell.ops.demo import stop_daemon
 
         stop_daemon(self.proc)
         return self.proc.returncode

@@ -12,11 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import msgpack
-from notewell import client, config, daemon, paths, protocol
-from notewell.chunking import ChunkSettings
-from notewell.embedding import FakeEmbedder
+from notewell import config
 from notewell.engine import Engine
-from notewell.index import BuildSettings, Index
+from notewell.index.database import BuildSettings, Index
+from notewell.ingest.chunking import ChunkSettings
+from notewell.model.embedding import FakeEmbedder
+from notewell.serve import daemon
+from notewell.wire import client, paths, protocol
 
 FAKE_SETTINGS = BuildSettings(FakeEmbedder().fingerprint(), FakeEmbedder().dim,
                               ChunkSettings().fingerprint())
@@ -127,7 +129,7 @@ def markdown_config(root: Path, **options) -> config.Config:
 
 def index_problems(index_dir: Path | str) -> list[str]:
     """Integrity and one-to-one consistency problems of the current index generation."""
-    from notewell import store
+    from notewell.index import store
 
     index = Index(store.current_path(str(index_dir)), FAKE_SETTINGS)
     try:
@@ -140,7 +142,7 @@ _FORKER = r"""
 import os, signal, sys
 sys.path.insert(0, sys.argv[1])
 from notewell import config
-from notewell.embedding import FakeEmbedder
+from notewell.model.embedding import FakeEmbedder
 from notewell.engine import Engine
 
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children

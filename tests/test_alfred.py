@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from notewell import alfred
+from notewell.launcher import alfred
 from notewell.notes import Hit
 
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_client, subprocess_env
 from launcher_helpers import install_stand_ins
-from notewell import alfred, paths
-from notewell.launcher import alfred_actions, alfred_workflow, icons
+from notewell.launcher import alfred, alfred_actions, alfred_workflow, icons
 from notewell.launcher.alfred_workflow import ALT, CMD, CTRL, FN, SHIFT
 from notewell.notes import Hit
+from notewell.wire import paths
 
 SCRIPT_FILTER = "alfred.workflow.input.scriptfilter"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from notewell.chunking import ChunkSettings, chunk_note, count_pieces, split_sections
+from notewell.ingest.chunking import ChunkSettings, chunk_note, count_pieces, split_sections
 
 S = ChunkSettings()
 

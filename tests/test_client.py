@@ -9,12 +9,13 @@ import sys
 from conftest import CLIENT, REPO, modules_loaded_by_client, run_client
 
 HEAVY = ("numpy", "onnxruntime", "tokenizers", "apsw", "sqlite_vec", "msgpack", "json",
-         "socket", "notewell.search", "notewell.index", "notewell.embedding", "notewell.engine")
+         "socket", "notewell.search.searcher", "notewell.index.database",
+         "notewell.model.embedding", "notewell.engine")
 
 
 def test_client_never_imports_the_model_runtime_or_heavy_modules(home):
     loaded = modules_loaded_by_client(home, "hello")
-    assert "notewell.client" in loaded
+    assert "notewell.wire.client" in loaded
     assert not loaded & set(HEAVY), loaded & set(HEAVY)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import msgpack
 import pytest
 from conftest import CLIENT, REPO, run_client, subprocess_env
-from notewell import protocol
+from notewell.wire import protocol
 
 ZSH_CLIENT = REPO / "client" / "notewell-query.zsh"
 pytestmark = pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
@@ -183,7 +183,7 @@ def test_a_query_too_long_for_one_request_goes_to_python(short_home, marker):
 
 
 def python_socket_path(env: dict[str, str]) -> str:
-    code = "from notewell import paths; print(paths.socket_path())"
+    code = "from notewell.wire import paths; print(paths.socket_path())"
     return subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONPATH": str(
         REPO / "daemon")}, capture_output=True, text=True, check=True).stdout.strip()
 

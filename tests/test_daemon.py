@@ -13,7 +13,7 @@ import time
 import msgpack
 import pytest
 from conftest import REPO, run_client, start_daemon, subprocess_env
-from notewell import paths, protocol
+from notewell.wire import paths, protocol
 
 
 def raw_exchange(frame: bytes, read: bool = True) -> dict | None:

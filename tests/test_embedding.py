@@ -7,7 +7,7 @@ import shutil
 
 import numpy as np
 import pytest
-from notewell import embedding
+from notewell.model import embedding
 
 
 def test_model_files_come_from_packages_and_match_pins():

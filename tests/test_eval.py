@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 from conftest import subprocess_env
-from notewell import evaluate
-from notewell.chunking import ChunkSettings
-from notewell.evaluate import EvalQuery, mrr_at, ndcg_at, recall_at
-from notewell.query import parse
-from notewell.search import Searcher
+from notewell.evaluation import runner as evaluate
+from notewell.evaluation.runner import EvalQuery, mrr_at, ndcg_at, recall_at
+from notewell.ingest.chunking import ChunkSettings
+from notewell.ops.demo import demo_golden_path
+from notewell.search.query import parse
+from notewell.search.searcher import Searcher
 
 # -- metrics -------------------------------------------------------------------------------
 
@@ -71,7 +72,7 @@ def test_aggregate_averages_over_every_query_per_type_and_overall():
 
 
 def test_golden_loader_reads_the_bundled_set_and_rejects_bad_lines(tmp_path):
-    queries = evaluate.load_golden(evaluate.demo_golden_path())
+    queries = evaluate.load_golden(demo_golden_path())
     assert len(queries) >= 50
     assert {q.type for q in queries} == {"exact", "paraphrase", "synonym", "vague"}
     assert all(q.relevant for q in queries)

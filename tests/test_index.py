@@ -7,11 +7,11 @@ import sys
 
 import numpy as np
 import pytest
-from notewell import store
-from notewell.chunking import ChunkSettings, chunk_note
 from notewell.config import Config, SourceConfig
 from notewell.engine import Engine
-from notewell.index import BuildSettings, Index, IndexCorrupt, IndexMismatch, connect
+from notewell.index import store
+from notewell.index.database import BuildSettings, Index, IndexCorrupt, IndexMismatch, connect
+from notewell.ingest.chunking import ChunkSettings, chunk_note
 from notewell.notes import Chunk, Note
 
 SETTINGS = BuildSettings("fake-hash:64", 64, ChunkSettings().fingerprint())
@@ -147,7 +147,7 @@ def test_vectors_round_trip_exactly(tmp_path):
 def _index_at_schema(path: str, monkeypatch, version: int) -> Index:
     """An index as a notewell with ``version`` migrations left it; opening the file again
     runs the rest."""
-    from notewell import index as index_module
+    from notewell.index import database as index_module
 
     every = index_module._migrations
     monkeypatch.setattr(index_module, "_migrations", lambda dim: every(dim)[:version])
@@ -158,8 +158,8 @@ def _index_at_schema(path: str, monkeypatch, version: int) -> Index:
 
 def test_migration_2_refills_the_keyword_index_with_prefix_indexes(tmp_path, fake_embedder,
                                                                    monkeypatch):
-    from notewell import index as index_module
-    from notewell.terms import read_vocabulary
+    from notewell.index import database as index_module
+    from notewell.index.terms import read_vocabulary
 
     path = str(tmp_path / "i.sqlite")
     old = _index_at_schema(path, monkeypatch, 1)
@@ -181,7 +181,7 @@ def test_migration_2_refills_the_keyword_index_with_prefix_indexes(tmp_path, fak
 
 
 def test_migration_3_moves_vectors_into_small_chunks_and_keeps_them(tmp_path, monkeypatch):
-    from notewell import index as index_module
+    from notewell.index import database as index_module
 
     path = str(tmp_path / "i.sqlite")
     old = _index_at_schema(path, monkeypatch, 2)
@@ -211,7 +211,7 @@ def test_migration_3_moves_vectors_into_small_chunks_and_keeps_them(tmp_path, mo
 def test_an_upgrade_is_kept_when_compacting_after_it_fails(tmp_path, monkeypatch, caplog):
     """VACUUM after the upgrade refused (here: no room for the copy it writes): the upgrade
     stays committed, the failure is logged, and the index opens and answers."""
-    from notewell import index as index_module
+    from notewell.index import database as index_module
 
     path = str(tmp_path / "i.sqlite")
     old = _index_at_schema(path, monkeypatch, 2)
@@ -238,7 +238,7 @@ def test_an_upgrade_is_kept_when_compacting_after_it_fails(tmp_path, monkeypatch
             return self._conn.execute(sql, *args)
 
     monkeypatch.setattr(index_module, "connect", lambda p: DiskFull(connect(p)))
-    with caplog.at_level("WARNING", logger="notewell.index"):
+    with caplog.at_level("WARNING", logger="notewell.index.database"):
         new = Index(path, SETTINGS)
     assert new.db.execute("PRAGMA user_version").fetchone()[0] == 3
     new.use_vector_copy = False

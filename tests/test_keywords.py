@@ -1,4 +1,4 @@
-"""The in-memory keyword copy (``notewell.keywords``) scores as FTS5's ``bm25()`` does."""
+"""The in-memory keyword copy (``notewell.index.keywords``) scores as FTS5's ``bm25()`` does."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import dataclasses
 
 import numpy as np
 import pytest
-from notewell.query import parse
-from notewell.search import Ranking, Searcher
+from notewell.search.query import parse
+from notewell.search.searcher import Ranking, Searcher
 
 QUERIES = ["postgres vacuum", "banana bread walnuts", "bread", "the remote branch",
            "lisbon tram", "vac", "ba", "recipes", "garden notes daily", "zzz nothing"]
@@ -46,7 +46,7 @@ def test_scores_match_fts5_bm25(engine, copy, raw):
 def test_scores_in_small_blocks_one_query_after_another_match_fts5(engine, copy,
                                                                    monkeypatch):
     # Postings are scored a block at a time into a score array kept between queries.
-    from notewell import keywords
+    from notewell.index import keywords
 
     monkeypatch.setattr(keywords, "_POSTINGS_BLOCK", 3)
     for raw in QUERIES + QUERIES[::-1]:
@@ -149,7 +149,7 @@ def test_search_answers_the_same_with_the_ids_from_sqlite(engine, copy, notes_di
 
 def test_a_write_by_another_process_makes_the_copy_stale_until_rebuilt(engine, copy,
                                                                        notes_dir):
-    from notewell.index import Index
+    from notewell.index.database import Index
 
     other = Index(engine.index.path, engine.index.settings)  # another writer, same file
     other.delete_note("notes:travel/lisbon.md")
@@ -163,15 +163,15 @@ def test_a_write_by_another_process_makes_the_copy_stale_until_rebuilt(engine, c
 
 def test_many_changes_ask_for_a_rebuild_instead(engine, copy):
     rows = [(10_000 + i, 1, 1, f"t{i}", "", f"word{i} body", "") for i in range(600)]
-    from notewell.terms import Tokens
+    from notewell.index.terms import Tokens
 
     assert copy.with_changes([], rows, Tokens(engine.index.db), "e") is None
 
 
 def test_many_removals_ask_for_a_rebuild_too(engine):
     # Past the threshold in removals alone (a folder deleted note by note), no delta.
-    from notewell.keywords import COLUMN_WEIGHTS, build
-    from notewell.terms import Tokens
+    from notewell.index.keywords import COLUMN_WEIGHTS, build
+    from notewell.index.terms import Tokens
 
     tokens = Tokens(engine.index.db)
     base = build([(i, i, i, f"t{i}", "", f"word{i} body", "") for i in range(1, 700)],
@@ -190,7 +190,7 @@ def test_search_uses_the_copy_only_when_it_scores_like_fts5(engine, copy):
 
 
 def test_the_copy_serves_the_vocabulary_fts5_would_give(engine, copy):
-    from notewell.terms import read_vocabulary
+    from notewell.index.terms import read_vocabulary
 
     fts = read_vocabulary(engine.index.db)
     assert engine.index.vocabulary() is copy.vocabulary()
@@ -222,8 +222,8 @@ def test_a_copy_that_followed_from_a_near_empty_index_knows_the_new_words(engine
 
 
 def test_ids_beyond_int32_are_kept_wide_and_never_match_by_wrapping(engine):
-    from notewell.keywords import COLUMN_WEIGHTS, build
-    from notewell.terms import Tokens
+    from notewell.index.keywords import COLUMN_WEIGHTS, build
+    from notewell.index.terms import Tokens
 
     tokens = Tokens(engine.index.db)
     small = build([(1, 7, 9, "a", "", "b", ""), (2, 2**31 - 2, 9, "c", "", "d", "")], tokens,
@@ -240,7 +240,7 @@ def test_ids_beyond_int32_are_kept_wide_and_never_match_by_wrapping(engine):
 
 
 def test_a_prefix_sums_its_terms_alike_by_sorting_or_by_counting():
-    from notewell.keywords import _summed
+    from notewell.index.keywords import _summed
 
     rng = np.random.default_rng(3)
     docs = np.concatenate([np.sort(rng.choice(300, 120, replace=False)) for _ in range(3)])

@@ -9,13 +9,14 @@ import os
 
 import numpy as np
 import pytest
-from notewell import doctor, model_file
-from notewell.embedding import (
+from notewell.model import model_file
+from notewell.model.embedding import (
     MODEL_SHA256,
     ModelFiles,
     OnnxEmbedder,
     locate_model_files,
 )
+from notewell.ops import doctor
 
 TEXTS = [
     "undo a commit",

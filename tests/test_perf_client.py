@@ -12,13 +12,13 @@ COSTLY = ("typing", "re", "enum", "functools", "collections", "contextlib", "dat
 
 def test_client_imports_no_costly_module_when_the_daemon_is_down(home):
     added = modules_loaded_by_client(home, "postgres vacuum")
-    assert "notewell.client" in added
+    assert "notewell.wire.client" in added
     assert not added & set(COSTLY), added & set(COSTLY)
 
 
 def test_client_imports_no_costly_module_when_it_gets_results(daemon):
     added = modules_loaded_by_client(daemon.home, "banana")
-    assert "notewell.client" in added
+    assert "notewell.wire.client" in added
     assert not added & set(COSTLY), added & set(COSTLY)
 
 
@@ -26,5 +26,5 @@ def test_client_getting_results_loads_only_the_socket_and_notewell_wire_modules(
     """The path of every keystroke: not even ``os`` (1.2 ms) or ``__future__``, and no
     Alfred rendering (the daemon sends the JSON)."""
     added = modules_loaded_by_client(daemon.home, "banana")
-    assert added == {"_socket", "notewell", "notewell.client", "notewell.paths",
-                     "notewell.protocol"}, added
+    assert added == {"_socket", "notewell", "notewell.wire", "notewell.wire.client",
+                     "notewell.wire.paths", "notewell.wire.protocol"}, added

@@ -7,9 +7,9 @@ import logging
 
 import numpy as np
 import pytest
-from notewell import coarse, vector_cache
-from notewell.coarse import CoarseScorer, pack4
-from notewell.vector_cache import VectorCache
+from notewell.index import coarse, vector_cache
+from notewell.index.coarse import CoarseScorer, pack4
+from notewell.index.vector_cache import VectorCache
 from test_perf_vector_cache import clustered, exact_knn, unit
 
 
@@ -110,7 +110,7 @@ def test_a_scorer_that_cannot_be_built_leaves_the_sign_bit_scan(monkeypatch, cap
 
     monkeypatch.setattr(vector_cache, "CoarseScorer", broken)
     cache, ids, vecs = quantized(3000, monkeypatch)
-    with caplog.at_level(logging.WARNING, logger="notewell.vector_cache"):
+    with caplog.at_level(logging.WARNING, logger="notewell.index.vector_cache"):
         cache.prepare()
     assert cache.coarse_rows == 0 and "sign-bit scan" in caplog.text
     q = queries_near(vecs, 1)[0]
@@ -135,7 +135,7 @@ def test_sizes_outside_the_range_get_no_scorer(monkeypatch):
 
 def test_onnx_writer_bytes_read_back_through_onnx():
     onnx = pytest.importorskip("onnx")
-    from notewell import onnx_writer as ox
+    from notewell.index import onnx_writer as ox
 
     axes = np.arange(12, dtype=np.float32).reshape(3, 4)
     data = ox.model(
@@ -171,7 +171,7 @@ def test_building_a_scorer_does_not_import_onnx():
     import subprocess
     import sys
 
-    code = ("import sys, numpy as np; from notewell.coarse import CoarseScorer; "
+    code = ("import sys, numpy as np; from notewell.index.coarse import CoarseScorer; "
             "v = np.random.default_rng(0).standard_normal((300, 64)).astype(np.float32); "
             "s = CoarseScorer(v, threads=1); assert len(s.top(v[0], 10)) >= 10; "
             "print('onnx' in sys.modules)")
@@ -191,7 +191,7 @@ def test_a_scorer_slower_than_the_sign_bits_is_not_used(monkeypatch, caplog):
 
     monkeypatch.setattr(CoarseScorer, "top", slow_top)
     cache, ids, vecs = quantized(3000, monkeypatch, measure=True)
-    with caplog.at_level(logging.WARNING, logger="notewell.vector_cache"):
+    with caplog.at_level(logging.WARNING, logger="notewell.index.vector_cache"):
         cache.prepare()
     assert cache.coarse_rows == 0 and "measured slower" in caplog.text
     assert cache.search(vecs[7], 1)[0][0] == ids[7]
@@ -236,7 +236,7 @@ def test_an_index_loads_its_copy_with_the_scorer_built(tmp_path, monkeypatch):
     k-NN through ``Index`` then agrees with sqlite-vec's exact scan on the nearest."""
     import hashlib
 
-    from notewell.index import BuildSettings, Index
+    from notewell.index.database import BuildSettings, Index
 
     monkeypatch.setattr(vector_cache, "COARSE_FROM", 1000)
     monkeypatch.setattr(VectorCache, "_time_scorer", lambda *args: (0.0, 1.0))

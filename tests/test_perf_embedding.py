@@ -24,8 +24,8 @@ TEXTS = [
 
 @pytest.mark.parametrize("which", ["runs", "shipped"])
 def test_model_is_within_cosine_099_of_the_float_reference(real_embedder, which):
-    """Both what runs (the int8 rewrite, see notewell.model_file) and the shipped file."""
-    from notewell.embedding import OnnxEmbedder, locate_model_files
+    """Both what runs (the int8 rewrite, see notewell.model.model_file) and the shipped file."""
+    from notewell.model.embedding import OnnxEmbedder, locate_model_files
 
     reference_model = pytest.importorskip("reference_model")
     try:
@@ -45,7 +45,7 @@ def test_reference_tells_a_different_model_apart(real_embedder):
 
 
 def test_batch_size_and_threads_do_not_change_vectors(real_embedder):
-    from notewell.embedding import OnnxEmbedder
+    from notewell.model.embedding import OnnxEmbedder
 
     base = real_embedder.embed_batch(TEXTS)
     other = OnnxEmbedder(threads=1, batch_size=1)
@@ -58,7 +58,7 @@ def test_a_batch_of_long_chunks_does_not_stay_resident():
     probe = (
         "import sys, threading\n"
         f"sys.path.insert(0, {str(REPO / 'daemon')!r})\n"
-        "from notewell.embedding import OnnxEmbedder\n"
+        "from notewell.model.embedding import OnnxEmbedder\n"
         "def rss():\n"
         "    for line in open('/proc/self/status'):\n"
         "        if line.startswith('VmRSS'):\n"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 from conftest import write_notes
-from notewell.index import BuildSettings, Index, connect
-from notewell.response_cache import ResponseCache
+from notewell.index.database import BuildSettings, Index, connect
+from notewell.serve.response_cache import ResponseCache
 
 
 def test_version_changes_with_any_commit_from_another_connection(tmp_path):

@@ -8,8 +8,8 @@ import hashlib
 import numpy as np
 import pytest
 from conftest import vectors_by_id
-from notewell.index import BuildSettings, Index
-from notewell.vector_cache import VectorCache, hamming, int8_codes, nearest_rows, sign_bits
+from notewell.index.database import BuildSettings, Index
+from notewell.index.vector_cache import VectorCache, hamming, int8_codes, nearest_rows, sign_bits
 
 DIM = 64
 
@@ -110,7 +110,7 @@ def test_sign_bits_are_taken_around_the_corpus_mean():
 
 
 def test_a_large_search_split_over_two_threads_gives_the_same_answer(monkeypatch):
-    from notewell import vector_cache
+    from notewell.index import vector_cache
 
     vecs = clustered(6000, seed=4, dim=384)
     cache = VectorCache(384, exact_limit=1000, min_candidates=500)
@@ -227,7 +227,7 @@ def test_vectors_by_id_when_rows_arrive_out_of_order():
 
 
 def test_a_bulk_sync_is_caught_up_in_place(index):
-    from notewell.index import VECTOR_PULL_INLINE
+    from notewell.index.database import VECTOR_PULL_INLINE
 
     index.add_embeddings(hashes(0, 300), clustered(300))
     index.warm_vectors(wait=True)
@@ -247,7 +247,7 @@ def test_a_bulk_sync_is_caught_up_in_place(index):
 def test_a_large_quantized_copy_gives_exact_distances_for_its_best(index, monkeypatch):
     """From EXACT_HEAD_FROM vectors, the best few are re-scored with their float vectors
     (int8 scores cannot order near-ties): their order and distances are sqlite-vec's."""
-    from notewell import index as index_module
+    from notewell.index import database as index_module
 
     monkeypatch.setitem(VectorCache.__init__.__kwdefaults__, "exact_limit", 0)
     base = clustered(40, seed=8)

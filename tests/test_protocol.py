@@ -6,7 +6,7 @@ import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from notewell import protocol
+from notewell.wire import protocol
 
 scalars = (st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**64 - 1)
            | st.floats(allow_nan=False) | st.text(max_size=300) | st.binary(max_size=300))

@@ -9,13 +9,13 @@ import os
 
 import pytest
 from conftest import SHARED, vectors_by_id
-from notewell import evaluate
-from notewell.chunking import ChunkSettings
-from notewell.demo import demo_notes_dir
-from notewell.index import BuildSettings, Index
-from notewell.query import parse
-from notewell.search import Searcher
-from notewell.sync import Syncer
+from notewell.evaluation import runner as evaluate
+from notewell.index.database import BuildSettings, Index
+from notewell.ingest.chunking import ChunkSettings
+from notewell.ingest.sync import Syncer
+from notewell.ops.demo import demo_golden_path, demo_notes_dir
+from notewell.search.query import parse
+from notewell.search.searcher import Searcher
 
 TIL_GIT = SHARED / "til-jbranchaud" / "notes" / "git"
 SCIFACT = SHARED / "scifact"
@@ -40,7 +40,7 @@ def demo(tmp_path_factory, real_embedder):
 
 @pytest.fixture(scope="module")
 def golden(demo):
-    return evaluate.run_golden(evaluate.demo_golden_path(), demo.index, demo.embedder)
+    return evaluate.run_golden(demo_golden_path(), demo.index, demo.embedder)
 
 
 def ids(searcher: Searcher, query: str, limit: int = 10) -> list[str]:

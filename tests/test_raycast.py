@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, subprocess_env
-from notewell import paths
+from notewell.wire import paths
 
 EXT = REPO / "workflow" / "raycast"
 

@@ -17,7 +17,9 @@ import time
 
 import pytest
 from conftest import REPO, _wait_synced, run_client, start_daemon, subprocess_env, write_notes
-from notewell import config, daemon, paths, protocol
+from notewell import config
+from notewell.serve import daemon
+from notewell.wire import paths, protocol
 from reliability_helpers import ask, connect, inproc_daemon, read_reply
 
 

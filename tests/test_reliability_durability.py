@@ -27,11 +27,13 @@ from conftest import (
     start_daemon,
     subprocess_env,
 )
-from notewell import config, paths, store
-from notewell.embedding import FakeEmbedder
+from notewell import config
 from notewell.engine import Engine
-from notewell.index import Index
+from notewell.index import store
+from notewell.index.database import Index
+from notewell.model.embedding import FakeEmbedder
 from notewell.notes import Chunk
+from notewell.wire import paths
 from reliability_helpers import (
     FAKE_SETTINGS,
     SyncForker,

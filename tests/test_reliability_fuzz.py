@@ -17,7 +17,7 @@ import msgpack
 from conftest import _wait_synced, start_daemon
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from notewell import paths, protocol
+from notewell.wire import paths, protocol
 from reliability_helpers import index_problems, search_ids
 
 EXAMPLES = int(os.environ.get("NOTEWELL_FUZZ_EXAMPLES", "3000"))

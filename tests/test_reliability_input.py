@@ -15,10 +15,12 @@ from pathlib import Path
 import msgpack
 import pytest
 from conftest import run_client, write_notes
-from notewell import config, daemon, protocol
-from notewell.embedding import FakeEmbedder
+from notewell import config
 from notewell.engine import Engine
+from notewell.model.embedding import FakeEmbedder
+from notewell.serve import daemon
 from notewell.sources import markdown as markdown_source
+from notewell.wire import protocol
 from reliability_helpers import (
     ask,
     connect,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from notewell.search import snippet
+from notewell.search.searcher import snippet
 
 
 def ids(result):

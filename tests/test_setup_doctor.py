@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 from conftest import subprocess_env
 from launcher_helpers import install_stand_ins
-from notewell import config, doctor, paths, setup
-from notewell.chunking import ChunkSettings
-from notewell.embedding import FakeEmbedder
-from notewell.index import BuildSettings, Index
+from notewell import config
+from notewell.index.database import BuildSettings, Index
+from notewell.ingest.chunking import ChunkSettings
+from notewell.model.embedding import FakeEmbedder
+from notewell.ops import doctor, setup
+from notewell.wire import paths
 
 BEAR_DB = ("Library/Group Containers/9K33E3U3T4.net.shinyfrog.bear/Application Data/"
            "database.sqlite")
@@ -92,7 +94,7 @@ def test_setup_yes_does_everything_and_a_rerun_is_safe(home: Path, user_home: Pa
     assert setup.run(True, platform="linux", say=lines.append) == 0, "\n".join(lines)
     cfg = config.load()
     assert [(s.name, s.type, s.path) for s in cfg.sources] == [("vault", "obsidian", str(vault))]
-    from notewell import store
+    from notewell.index import store
 
     assert Path(store.current_path()).exists()
     assert (user_home / ".config" / "systemd" / "user" / "notewell.service").exists()
@@ -140,8 +142,8 @@ def test_doctor_all_ok_on_a_working_install(daemon, home: Path, user_home: Path,
     alfred_workflow.build()
     checks = doctor.run(platform="linux")
     statuses = {c.name: c.status for c in checks}
-    from notewell.embedding import MODEL_SHA256
-    from notewell.model_file import recorded_choice
+    from notewell.model.embedding import MODEL_SHA256
+    from notewell.model.model_file import recorded_choice
 
     # The rewrite is chosen by measuring it here: a machine where it is slower says so.
     rewrite = recorded_choice(MODEL_SHA256)["use"] == "rewrite"
@@ -190,7 +192,7 @@ def test_doctor_index_check_by_schema_version(home: Path, monkeypatch):
     a newer one than this notewell knows cannot be read (a failure)."""
     monkeypatch.setenv("NOTEWELL_EMBEDDER", "fake")
     from notewell.engine import default_embedder
-    from notewell.index import SCHEMA_VERSION, connect
+    from notewell.index.database import SCHEMA_VERSION, connect
 
     embedder = default_embedder()
     path = os.path.join(paths.index_dir(), "index-1.sqlite")

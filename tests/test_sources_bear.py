@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 from bear_fixture import CORE_DATA_EPOCH, FixtureNote, build
-from notewell.chunking import ChunkSettings
 from notewell.config import SourceConfig
-from notewell.embedding import FakeEmbedder
-from notewell.index import BuildSettings, Index
+from notewell.index.database import BuildSettings, Index
+from notewell.ingest.chunking import ChunkSettings
+from notewell.ingest.sync import Syncer
+from notewell.model.embedding import FakeEmbedder
 from notewell.sources import SourceError
 from notewell.sources.bear import (
     BearSource,
@@ -25,7 +26,6 @@ from notewell.sources.bear import (
     find_database,
     minimal_tags,
 )
-from notewell.sync import Syncer
 
 SOURDOUGH = "A1B2C3D4-0001-4000-8000-000000000001"
 SHORTCUTS = "A1B2C3D4-0002-4000-8000-000000000002"

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from conftest import SHARED
-from notewell.chunking import ChunkSettings, chunk_note
 from notewell.config import Config, SourceConfig
-from notewell.embedding import FakeEmbedder
 from notewell.engine import Engine
+from notewell.ingest.chunking import ChunkSettings, chunk_note
+from notewell.model.embedding import FakeEmbedder
 from notewell.notes import Chunk
 from notewell.sources import open_source
 

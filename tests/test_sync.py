@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 from bear_fixture import build
 from conftest import write_notes
-from notewell.chunking import ChunkSettings, chunk_note
 from notewell.config import Config, SourceConfig
-from notewell.embedding import FakeEmbedder
 from notewell.engine import Engine
-from notewell.index import BuildSettings, Index
+from notewell.index.database import BuildSettings, Index
+from notewell.ingest.chunking import ChunkSettings, chunk_note
+from notewell.ingest.sync import Syncer
+from notewell.model.embedding import FakeEmbedder
 from notewell.notes import Chunk
 from notewell.sources import open_source
-from notewell.sync import Syncer
 
 CHUNKER = ChunkSettings()
 SETTINGS = BuildSettings("fake-hash:64", 64, CHUNKER.fingerprint())

@@ -1,15 +1,15 @@
-"""The keyword side's view of words (``notewell.terms``): FTS5's tokenizer and the
+"""The keyword side's view of words (``notewell.index.terms``): FTS5's tokenizer and the
 vocabulary with document frequencies, and how search uses them."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from notewell.index import BuildSettings, Index
+from notewell.index.database import BuildSettings, Index
+from notewell.index.terms import Tokens, Vocabulary, read_vocabulary
 from notewell.notes import Chunk, Note
-from notewell.query import parse
-from notewell.search import Ranking, Searcher
-from notewell.terms import Tokens, Vocabulary, read_vocabulary
+from notewell.search.query import parse
+from notewell.search.searcher import Ranking, Searcher
 
 
 def test_prefix_df_sums_the_terms_under_the_prefix_capped_at_all_chunks():

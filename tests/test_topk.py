@@ -1,10 +1,10 @@
-"""Picking the best of many scores (``notewell.topk``)."""
+"""Picking the best of many scores (``notewell.index.topk``)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from notewell.topk import best, top
+from notewell.index.topk import best, top
 
 
 @pytest.mark.parametrize("pool", [1, 10, 200, 999, 4000, 20_000])

@@ -12,11 +12,11 @@ from bear_fixture import build
 from conftest import start_daemon, write_notes
 from notewell import config
 from notewell.config import Config, SourceConfig
-from notewell.daemon import Daemon
-from notewell.embedding import FakeEmbedder
 from notewell.engine import Engine
+from notewell.ingest.watch import ChangeWatcher, relevant_path, scan_digest
+from notewell.model.embedding import FakeEmbedder
+from notewell.serve.daemon import Daemon
 from notewell.sources import open_source
-from notewell.watch import ChangeWatcher, relevant_path, scan_digest
 
 
 def wait_for(predicate, timeout: float = 5.0, step: float = 0.05):

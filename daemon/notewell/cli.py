@@ -14,7 +14,8 @@ import sys
 import time
 from collections.abc import Callable
 
-from . import __version__, paths
+from notewell import __version__
+from notewell.wire import paths
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -155,10 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 2
-    from .config import ConfigError
-    from .embedding import ModelError
-    from .index import IndexProblem
-    from .sources import SourceError
+    from notewell.config import ConfigError
+    from notewell.index.database import IndexProblem
+    from notewell.model.embedding import ModelError
+    from notewell.sources import SourceError
 
     try:
         return COMMANDS[args.command](args)
@@ -173,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _load_config():
-    from . import config
+    from notewell import config
 
     return config.load()
 
@@ -182,7 +183,7 @@ def _engine():
     """An engine for one command without the daemon. It answers from SQLite (sqlite-vec,
     FTS5) rather than building the in-memory copies a resident daemon keeps: building them
     in the background took a one-shot search from 0.57 to 0.95 s (bench/keystroke.py)."""
-    from .engine import Engine
+    from notewell.engine import Engine
 
     engine = Engine(_load_config())
     engine.index.use_vector_copy = engine.index.use_keyword_copy = False
@@ -191,7 +192,7 @@ def _engine():
 
 def daemon_request(op: str, **args) -> dict | None:
     """The daemon's reply to one request, or None when no daemon is listening."""
-    from . import client, protocol
+    from notewell.wire import client, protocol
 
     try:
         reply = client.ask(protocol.request(op, **args), timeout=30.0)
@@ -232,14 +233,14 @@ def _print_hits(hits: list[dict], notices: list[str], as_json: bool) -> None:
 
 @command
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    from notewell.ops.demo import run_demo
 
     return run_demo(args.queries or None)
 
 
 @command
 def cmd_index(args: argparse.Namespace) -> int:
-    from .engine import rebuild
+    from notewell.engine import rebuild
 
     config = _load_config()
     if not config.sources:
@@ -248,9 +249,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         return 1
     start = time.monotonic()
     if args.rebuild:
-        from .chunking import ChunkSettings
-        from .engine import default_embedder
-        from .sources import open_source
+        from notewell.engine import default_embedder
+        from notewell.ingest.chunking import ChunkSettings
+        from notewell.sources import open_source
 
         reports = rebuild([open_source(s) for s in config.sources], default_embedder(),
                           ChunkSettings(), paths.index_dir(), progress=not args.quiet)[1]
@@ -294,7 +295,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 @command
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .daemon import run
+    from notewell.serve.daemon import run
 
     return run(_load_config(), poll_seconds=args.poll)
 
@@ -362,7 +363,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 @command
 def cmd_vaults(args: argparse.Namespace) -> int:
-    from .sources.obsidian import list_vaults
+    from notewell.sources.obsidian import list_vaults
 
     vaults = list_vaults(args.registry)
     configured = {s.path for s in _load_config().sources if s.type == "obsidian"}
@@ -391,7 +392,7 @@ def cmd_vaults(args: argparse.Namespace) -> int:
 
 @command
 def cmd_alfred(args: argparse.Namespace) -> int:
-    from .launcher import alfred_workflow
+    from notewell.launcher import alfred_workflow
 
     path = alfred_workflow.build(args.out)
     if args.action == "build":
@@ -404,7 +405,7 @@ def cmd_alfred(args: argparse.Namespace) -> int:
 
 @command
 def cmd_agent(args: argparse.Namespace) -> int:
-    from . import agent
+    from notewell.ops import agent
 
     try:
         if args.action == "status":
@@ -420,7 +421,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
 @command
 def cmd_setup(args: argparse.Namespace) -> int:
-    from . import setup
+    from notewell.ops import setup
 
     def confirm(question: str) -> bool:
         if not sys.stdin.isatty():
@@ -433,7 +434,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
 @command
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from . import doctor
+    from notewell.ops import doctor
 
     checks = doctor.run()
     for check in checks:
@@ -443,8 +444,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 @command
 def cmd_eval(args: argparse.Namespace) -> int:
-    from . import evaluate
-    from .engine import default_embedder
+    from notewell.engine import default_embedder
+    from notewell.evaluation import runner as evaluate
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in methods if m not in evaluate.METHODS]

@@ -11,7 +11,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from . import paths
+from notewell.wire import paths
 
 if sys.version_info >= (3, 11):
     import tomllib

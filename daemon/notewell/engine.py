@@ -12,14 +12,16 @@ import os
 import threading
 from collections.abc import Callable, Collection
 
-from . import __version__, paths, store
-from .chunking import ChunkSettings
-from .config import Config
-from .embedding import Embedder
-from .index import SCHEMA_VERSION, BuildSettings, Index
-from .search import Ranking, Searcher, SearchResult
-from .sources import Source, open_source
-from .sync import Syncer, SyncReport
+from notewell import __version__
+from notewell.config import Config
+from notewell.index import store
+from notewell.index.database import SCHEMA_VERSION, BuildSettings, Index
+from notewell.ingest.chunking import ChunkSettings
+from notewell.ingest.sync import Syncer, SyncReport
+from notewell.model.embedding import Embedder
+from notewell.search.searcher import Ranking, Searcher, SearchResult
+from notewell.sources import Source, open_source
+from notewell.wire import paths
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +32,10 @@ def default_embedder() -> Embedder:
     ``NOTEWELL_FAKE_EMBED_DELAY`` (seconds per text) makes it as slow as a model, for
     tests that stop or kill a daemon mid-sync."""
     if os.environ.get("NOTEWELL_EMBEDDER") == "fake":
-        from .embedding import FakeEmbedder
+        from notewell.model.embedding import FakeEmbedder
 
         return FakeEmbedder(delay=float(os.environ.get("NOTEWELL_FAKE_EMBED_DELAY") or 0))
-    from .embedding import OnnxEmbedder
+    from notewell.model.embedding import OnnxEmbedder
 
     return OnnxEmbedder()
 
@@ -170,7 +172,7 @@ def _copy_vectors(old_path: str, fresh: Index) -> None:
         return
     import numpy as np
 
-    from .index import connect
+    from notewell.index.database import connect
 
     try:
         old = connect(old_path)

@@ -1,3 +1,9 @@
-"""Launcher integration: the Alfred workflow (its ``info.plist``, icons and the actions its
-connections run). The Raycast extension lives in ``workflow/raycast/`` and talks to the
-daemon's socket directly; the auto-start agent is ``notewell.agent``."""
+"""Launcher integration: what Alfred shows and does, and the workflow that holds it.
+
+Owns ``alfred`` (hits and messages as Alfred's Script Filter JSON, written once),
+``alfred_workflow`` (the workflow bundle: ``info.plist``, icons, scripts),
+``alfred_actions`` (what a chosen item's modifiers run) and ``icons`` (drawn in code).
+The Raycast extension lives in ``workflow/raycast/`` and talks to the daemon's socket
+directly; the auto-start agent is ``notewell.ops.agent``. May import ``notes`` and
+``wire``; ``alfred`` must stay import-free for the keystroke client.
+"""

@@ -22,7 +22,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
-from .. import paths
+from notewell.wire import paths
 
 ALFRED_APP = "com.runningwithcrayons.Alfred"
 BUNDLE_ID = "com.notewell.alfred"
@@ -34,7 +34,7 @@ Runner = Callable[..., object]
 
 def latest_query() -> str | None:
     """The newest query typed, as the daemon saw it (None if it cannot say)."""
-    from .. import client, protocol
+    from notewell.wire import client, protocol
 
     try:
         reply = client.ask(protocol.request("latest_query"), timeout=2.0)
@@ -51,7 +51,7 @@ def is_stale(item_query: str | None, newest: str | None) -> bool:
 
 def still_top_result(note_id: str, query: str) -> bool:
     """Whether ``note_id`` is the best hit for ``query`` now (False if nobody can say)."""
-    from .. import client, protocol
+    from notewell.wire import client, protocol
 
     try:
         reply = client.ask(protocol.request("search", query=query, limit=1), timeout=2.0)
@@ -120,7 +120,7 @@ def stop_daemon(wait: float = 5.0) -> None:
     """Ask the daemon to stop and wait until its socket is gone (or ``wait`` passes)."""
     import time
 
-    from .. import client, protocol
+    from notewell.wire import client, protocol
 
     try:
         client.ask(protocol.request("stop"), timeout=2.0)

@@ -31,9 +31,10 @@ import uuid
 import zipfile
 from dataclasses import dataclass
 
-from .. import __version__, paths
-from . import icons
-from .alfred_actions import BUNDLE_ID, SEARCH_TRIGGER
+from notewell import __version__
+from notewell.launcher import icons
+from notewell.launcher.alfred_actions import BUNDLE_ID, SEARCH_TRIGGER
+from notewell.wire import paths
 
 DEFAULT_KEYWORD = "n"
 ACTION_SCRIPT = "notewell-action"
@@ -279,7 +280,7 @@ def _client_bootstrap() -> bytes:
             b'"""notewell\'s per-keystroke client (see notewell/client.py)."""\n'
             b"import posix\nimport sys\n\n"
             b'sys.path.insert(0, posix.environ[b"NOTEWELL_PYTHONPATH"].decode())\n\n'
-            b"from notewell.client import main  # noqa: E402\n\n"
+            b"from notewell.wire.client import main  # noqa: E402\n\n"
             b"code = main()\nsys.stdout.flush()\nposix._exit(code)\n")
 
 

@@ -8,23 +8,23 @@ answers the same three questions: which notes exist and how they look cheaply
 
 from __future__ import annotations
 
-from ..config import SourceConfig
-from .base import Source, SourceError, SourceWarning
+from notewell.config import SourceConfig
+from notewell.sources.base import Source, SourceError, SourceWarning
 
 __all__ = ["Source", "SourceError", "SourceWarning", "open_source"]
 
 
 def open_source(cfg: SourceConfig) -> Source:
     if cfg.type == "markdown":
-        from .markdown import MarkdownSource
+        from notewell.sources.markdown import MarkdownSource
 
         return MarkdownSource(cfg)
     if cfg.type == "obsidian":
-        from .obsidian import ObsidianSource
+        from notewell.sources.obsidian import ObsidianSource
 
         return ObsidianSource(cfg)
     if cfg.type == "bear":
-        from .bear import BearSource
+        from notewell.sources.bear import BearSource
 
         return BearSource(cfg)
     raise SourceError(f"unknown source type {cfg.type!r}")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
-from ..config import SourceConfig
-from ..notes import Note, NoteStub
+from notewell.config import SourceConfig
+from notewell.notes import Note, NoteStub
 
 
 class SourceError(Exception):

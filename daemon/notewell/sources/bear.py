@@ -33,11 +33,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ..chunking import iter_fenced
-from ..config import SourceConfig
-from ..notes import Note, NoteStub
-from .base import SourceError
-from .markdown import render_links
+from notewell.config import SourceConfig
+from notewell.ingest.chunking import iter_fenced
+from notewell.notes import Note, NoteStub
+from notewell.sources.base import SourceError
+from notewell.sources.markdown import render_links
 
 log = logging.getLogger(__name__)
 

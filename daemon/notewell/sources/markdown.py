@@ -14,9 +14,9 @@ import stat
 import urllib.parse
 from collections.abc import Iterator
 
-from ..config import SourceConfig
-from ..notes import Note, NoteStub
-from .base import SourceError, SourceWarning
+from notewell.config import SourceConfig
+from notewell.notes import Note, NoteStub
+from notewell.sources.base import SourceError, SourceWarning
 
 EXTENSIONS = (".md", ".markdown")
 MAX_NOTE_BYTES = 8 * 1024 * 1024

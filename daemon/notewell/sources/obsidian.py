@@ -18,10 +18,10 @@ import sys
 import urllib.parse
 from collections.abc import Iterator
 
-from ..config import SourceConfig
-from ..notes import Note, NoteStub
-from .base import SourceError
-from .markdown import MarkdownSource, _stem, meta_title
+from notewell.config import SourceConfig
+from notewell.notes import Note, NoteStub
+from notewell.sources.base import SourceError
+from notewell.sources.markdown import MarkdownSource, _stem, meta_title
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .protocol import MAX_QUERY_CHARS
+from notewell.wire.protocol import MAX_QUERY_CHARS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _FILTER = re.compile(r"(?:(?<=\s)|^)(#[\w][\w/\-]*|in:[\w.\-]+|similar:\S+)(?=\s|$)")

@@ -16,12 +16,12 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .chunking import ChunkSettings, chunk_note
-from .embedding import Embedder
-from .index import Index
-from .notes import Chunk, Note
-from .progress import Progress
-from .sources import Source, SourceError, SourceWarning
+from notewell.index.database import Index
+from notewell.ingest.chunking import ChunkSettings, chunk_note
+from notewell.ingest.progress import Progress
+from notewell.model.embedding import Embedder
+from notewell.notes import Chunk, Note
+from notewell.sources import Source, SourceError, SourceWarning
 
 log = logging.getLogger(__name__)
 

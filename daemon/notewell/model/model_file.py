@@ -42,8 +42,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import paths
-from .memory import release_memory
+from notewell.memory import release_memory
+from notewell.wire import paths
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +279,7 @@ def runtime_model(shipped: str, tokenizer: str, shipped_sha256: str,
         except OSError as e:  # a read-only home: choose again next start
             log.warning("cannot record the model choice in %s: %s", record, e)
     if choice.get("use") == "rewrite" and os.path.exists(dest):
-        from .embedding import sha256_file
+        from notewell.model.embedding import sha256_file
 
         if sha256_file(dest) == choice.get("sha256"):
             return dest
@@ -334,7 +334,7 @@ def _choose(shipped: str, tokenizer: str, dest: str) -> dict:
         return {"use": "shipped", "why": "the onnx package is not installed"}
     except Exception as e:  # any failure leaves the shipped file in use
         return {"use": "shipped", "why": f"rewrite failed: {e}"}
-    from .embedding import ModelFiles, OnnxEmbedder, sha256_file
+    from notewell.model.embedding import ModelFiles, OnnxEmbedder, sha256_file
 
     try:
         embedders = {name: OnnxEmbedder(ModelFiles(path, tokenizer), verify=False)

@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from .sources import Source, SourceError
+from notewell.sources import Source, SourceError
 
 log = logging.getLogger(__name__)
 

@@ -22,16 +22,17 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from . import paths, store
-from .chunking import ChunkSettings
-from .config import SourceConfig
-from .embedding import Embedder, sha256_file
-from .index import BuildSettings, Index, IndexMismatch
-from .notes import Note, NoteStub
-from .query import Query, like_escape, literal, parse
-from .search import Ranking, Searcher
-from .sources import Source
-from .sync import Syncer
+from notewell.config import SourceConfig
+from notewell.index import store
+from notewell.index.database import BuildSettings, Index, IndexMismatch
+from notewell.ingest.chunking import ChunkSettings
+from notewell.ingest.sync import Syncer
+from notewell.model.embedding import Embedder, sha256_file
+from notewell.notes import Note, NoteStub
+from notewell.search.query import Query, like_escape, literal, parse
+from notewell.search.searcher import Ranking, Searcher
+from notewell.sources import Source
+from notewell.wire import paths
 
 METHODS = ("notewell", "dense", "bm25", "keyword")
 MODES = {"notewell": "hybrid", "dense": "dense", "bm25": "bm25"}
@@ -229,7 +230,7 @@ def eval_index(source: Source, embedder: Embedder, key: str,
     """The throw-away index for ``source`` under ``$NOTEWELL_HOME/eval/<key>/``, brought up
     to date. Reused across runs; rebuilt beside (keeping its vectors) after a model or
     chunker change."""
-    from .engine import rebuild
+    from notewell.engine import rebuild
 
     chunker = chunker or ChunkSettings()
     directory = paths.ensure_private_dir(eval_dir(key))
@@ -327,14 +328,9 @@ def path_keys(index: Index) -> Identify:
 # -- runners -----------------------------------------------------------------------------------
 
 
-def demo_golden_path() -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo_corpus",
-                        "golden.jsonl")
-
-
 def folder_source(directory: str, name: str = "notes",
                   exclude: tuple[str, ...] = ("private/**",)) -> Source:
-    from .sources.markdown import MarkdownSource
+    from notewell.sources.markdown import MarkdownSource
 
     if not os.path.isdir(directory):
         raise EvalError(f"{directory} is not a folder of Markdown notes")
@@ -372,7 +368,7 @@ def run_demo(embedder: Embedder, methods: Sequence[str] = METHODS,
              ranking: Ranking | None = None, progress: bool = False
              ) -> dict[str, dict[str, dict[str, float]]]:
     """The bundled golden set over the bundled demo notes (source ``demo``)."""
-    from .demo import demo_notes_dir
+    from notewell.ops.demo import demo_golden_path, demo_notes_dir
 
     return run_folder_golden(demo_golden_path(), demo_notes_dir(), embedder, methods,
                              ranking, name="demo", progress=progress)

@@ -29,14 +29,17 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 import msgpack
 
-from . import __version__, alfred, paths, protocol, store
-from .config import Config
-from .engine import Engine
-from .index import Index, IndexProblem, connect
-from .memory import limit_heaps, release_memory
-from .query import MAX_QUERY_CHARS
-from .response_cache import ResponseCache
-from .watch import ChangeWatcher
+from notewell import __version__
+from notewell.config import Config
+from notewell.engine import Engine
+from notewell.index import store
+from notewell.index.database import Index, IndexProblem, connect
+from notewell.ingest.watch import ChangeWatcher
+from notewell.launcher import alfred
+from notewell.memory import limit_heaps, release_memory
+from notewell.search.query import MAX_QUERY_CHARS
+from notewell.serve.response_cache import ResponseCache
+from notewell.wire import paths, protocol
 
 log = logging.getLogger(__name__)
 

@@ -27,12 +27,12 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from .embedding import Embedder
-from .index import Index
-from .keywords import COLUMN_WEIGHTS, KeywordIndex
-from .notes import Hit
-from .query import Query, fts_terms, like_escape, parse
-from .terms import Tokens
+from notewell.index.database import Index
+from notewell.index.keywords import COLUMN_WEIGHTS, KeywordIndex
+from notewell.index.terms import Tokens
+from notewell.model.embedding import Embedder
+from notewell.notes import Hit
+from notewell.search.query import Query, fts_terms, like_escape, parse
 
 _CHUNK_TERMS_CACHED = 2_000  # chunks' index terms, shared by the worker threads: ~5 MB
 _SIGNATURES_CACHED = 2_000  # notes' mean vectors, shared by the worker threads: 3 MB

@@ -20,7 +20,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .memory import release_memory
+from notewell.memory import release_memory
 
 MODEL_ID = "all-MiniLM-L6-v2"
 DIM = 384
@@ -138,7 +138,7 @@ class OnnxEmbedder:
             files = locate_model_files()
             if verify:
                 verify_model_files(files)
-            from .model_file import runtime_model
+            from notewell.model.model_file import runtime_model
 
             files = ModelFiles(runtime_model(files.model, files.tokenizer, MODEL_SHA256),
                                files.tokenizer)

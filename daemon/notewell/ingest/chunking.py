@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 
-from .notes import Chunk
+from notewell.notes import Chunk
 
 _PIECE = re.compile(r"\w+|[^\w\s]")
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")

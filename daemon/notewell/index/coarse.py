@@ -37,8 +37,8 @@ import threading
 
 import numpy as np
 
-from . import onnx_writer as ox
-from .topk import best
+from notewell.index import onnx_writer as ox
+from notewell.index.topk import best
 
 DIMS = 256
 BLOCK = 128  # components per 4-bit block with its own scale

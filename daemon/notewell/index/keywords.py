@@ -28,8 +28,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from .terms import Tokens, Vocabulary, prefix_range
-from .topk import top
+from notewell.index.terms import Tokens, Vocabulary, prefix_range
+from notewell.index.topk import top
 
 K1, B = 1.2, 0.75  # FTS5's bm25() constants
 # Column weights for title, heading path, passage and tags (search.Ranking's default).

@@ -14,7 +14,8 @@ import subprocess
 import sys
 import time
 
-from . import config, paths
+from notewell import config
+from notewell.wire import paths
 
 EXAMPLES = [
     "faucet dripping",  # paraphrase: the note says "tap" and "washer"
@@ -24,8 +25,16 @@ EXAMPLES = [
 ]
 
 
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo_corpus")
+
+
 def demo_notes_dir() -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo_corpus", "notes")
+    return os.path.join(CORPUS, "notes")
+
+
+def demo_golden_path() -> str:
+    """The demo corpus's golden queries (``notewell eval`` runs them by default)."""
+    return os.path.join(CORPUS, "golden.jsonl")
 
 
 def demo_config() -> config.Config:
@@ -36,7 +45,7 @@ def demo_config() -> config.Config:
 def client_command() -> list[str]:
     """The client as the Alfred workflow runs it: from a checkout the zsh client (when zsh
     is here), else the checkout's Python client, else the package's with -IS."""
-    from .launcher.alfred_workflow import BUNDLED_CLIENT, this_installation
+    from notewell.launcher.alfred_workflow import BUNDLED_CLIENT, this_installation
 
     inst = this_installation()
     zsh = shutil.which("zsh")
@@ -45,7 +54,7 @@ def client_command() -> list[str]:
     if inst.client != BUNDLED_CLIENT:
         return [sys.executable, "-IS", inst.client]
     boot = (f"import sys; sys.path.insert(0, {inst.pythonpath!r}); "
-            "from notewell.client import main; main()")
+            "from notewell.wire.client import main; main()")
     return [sys.executable, "-IS", "-c", boot]
 
 
@@ -61,7 +70,7 @@ def ensure_config() -> config.Config:
 
 
 def run_demo(queries: list[str] | None = None) -> int:
-    from .engine import Engine
+    from notewell.engine import Engine
 
     print(f"notewell demo · home {paths.home()}")
     cfg = ensure_config()
@@ -104,7 +113,7 @@ def run_demo(queries: list[str] | None = None) -> int:
 
 
 def wait_ready(timeout: float) -> bool:
-    from . import client, protocol
+    from notewell.wire import client, protocol
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -15,8 +15,8 @@ import os
 import re
 import time
 
-from . import paths
-from .index import BuildSettings, Index, IndexCorrupt
+from notewell.index.database import BuildSettings, Index, IndexCorrupt
+from notewell.wire import paths
 
 log = logging.getLogger(__name__)
 _GEN = re.compile(r"^index-(\d+)\.sqlite$")

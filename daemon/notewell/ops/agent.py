@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import paths
+from notewell.wire import paths
 
 LABEL = "com.notewell.daemon"
 SERVICE = "notewell.service"
@@ -384,6 +384,6 @@ def examples() -> dict[str, bytes]:
     }
 
 
-if __name__ == "__main__":  # python -m notewell.agent DIR: refresh the examples
+if __name__ == "__main__":  # python -m notewell.ops.agent DIR: refresh the examples
     for name, data in examples().items():
         paths.write_atomic(os.path.join(sys.argv[1], name), data)

@@ -26,12 +26,12 @@ import apsw
 import numpy as np
 import sqlite_vec
 
-from . import keywords
-from .keywords import COLUMN_WEIGHTS, KeywordIndex
-from .memory import release_memory
-from .notes import Chunk, Note
-from .terms import FTS_TOKENIZER, Tokens, Vocabulary, read_vocabulary
-from .vector_cache import VectorCache
+from notewell.index import keywords
+from notewell.index.keywords import COLUMN_WEIGHTS, KeywordIndex
+from notewell.index.terms import FTS_TOKENIZER, Tokens, Vocabulary, read_vocabulary
+from notewell.index.vector_cache import VectorCache
+from notewell.memory import release_memory
+from notewell.notes import Chunk, Note
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ blank list.
 
 import sys
 
-from . import paths, protocol
+from notewell.wire import paths, protocol
 
 TIMEOUT = 2.0
 START_HINT = "Run `notewell serve` in a terminal, or `notewell agent install` to start it at login"
@@ -92,7 +92,9 @@ def alfred_output(query: str) -> str:
 
 
 def _message(title: str, subtitle: str = "", **kw) -> str:
-    from . import alfred  # only here: the normal path prints the daemon's JSON as is
+    from notewell.launcher import (
+        alfred,  # only here: the normal path prints the daemon's JSON as is
+    )
 
     return alfred.message_feedback(title, subtitle, **kw)
 

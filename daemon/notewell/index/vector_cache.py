@@ -48,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .coarse import CoarseScorer
+from notewell.index.coarse import CoarseScorer
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import os
 # client from 8 ms to 36 ms (bench/keystroke.py); type checkers honour this spelling too.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .notes import Hit
+    from notewell.notes import Hit
 
 ICONS = {"bear": "icons/bear.png", "obsidian": "icons/obsidian.png",
          "markdown": "icons/markdown.png"}

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import paths
+from notewell.wire import paths
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"  # a warning works, at a cost
 
@@ -39,7 +39,7 @@ class Check:
 def check_sqlite() -> Check:
     name = "sqlite extension"
     try:
-        from .index import connect
+        from notewell.index.database import connect
 
         db = connect(":memory:")
         version = db.execute("SELECT vec_version()").fetchone()[0]
@@ -56,7 +56,7 @@ def check_sqlite() -> Check:
 def check_model() -> Check:
     name = "model files"
     try:
-        from .embedding import locate_model_files, verify_model_files
+        from notewell.model.embedding import locate_model_files, verify_model_files
 
         files = locate_model_files()
         verify_model_files(files)
@@ -67,11 +67,11 @@ def check_model() -> Check:
 
 def check_model_rewrite() -> Check:
     """Which model file runs: the int8 rewrite (63 MB less memory, faster queries) or the
-    shipped file, and why (``notewell.model_file``)."""
+    shipped file, and why (``notewell.model.model_file``)."""
     name = "model in memory"
     try:
-        from .embedding import MODEL_SHA256, locate_model_files
-        from .model_file import recorded_choice, runtime_model
+        from notewell.model.embedding import MODEL_SHA256, locate_model_files
+        from notewell.model.model_file import recorded_choice, runtime_model
 
         files = locate_model_files()
         runtime_model(files.model, files.tokenizer, MODEL_SHA256)
@@ -92,7 +92,7 @@ def check_model_rewrite() -> Check:
 
 def check_config():
     """The config check, and the config for the checks after it (None if unusable)."""
-    from . import config
+    from notewell import config
 
     try:
         cfg = config.load()
@@ -117,7 +117,7 @@ def full_disk_access_hint(platform: str) -> str:
 def check_source(src_cfg, platform: str) -> Check:
     name = f"source {src_cfg.name}"
     try:
-        from .sources import open_source
+        from notewell.sources import open_source
 
         source = open_source(src_cfg)
         first = next(iter(source.scan()), None)
@@ -140,15 +140,15 @@ def check_source(src_cfg, platform: str) -> Check:
 
 def check_index() -> Check:
     name = "index"
-    from . import store
-    from .chunking import ChunkSettings
-    from .index import SCHEMA_VERSION
+    from notewell.index import store
+    from notewell.index.database import SCHEMA_VERSION
+    from notewell.ingest.chunking import ChunkSettings
 
     path = store.current_path()
     if not os.path.exists(path):
         return Check(name, FAIL, f"no index at {path}", "run `notewell index`")
     try:
-        from .engine import default_embedder
+        from notewell.engine import default_embedder
 
         embedder = default_embedder()
         want = {"embedder": embedder.fingerprint(), "dim": str(embedder.dim),
@@ -183,7 +183,8 @@ def check_index() -> Check:
 
 
 def check_daemon() -> Check:
-    from . import __version__, client, protocol
+    from notewell import __version__
+    from notewell.wire import client, protocol
 
     name = "daemon"
     try:
@@ -233,7 +234,7 @@ def check_socket() -> Check:
 
 
 def check_agent(platform: str, run: Callable[..., subprocess.CompletedProcess]) -> Check:
-    from . import agent
+    from notewell.ops import agent
 
     name = "agent"
     try:
@@ -251,7 +252,7 @@ def check_workflow(platform: str) -> Check:
     import plistlib
     import zipfile
 
-    from .launcher import alfred_workflow
+    from notewell.launcher import alfred_workflow
 
     name = "alfred workflow"
     path = alfred_workflow.default_output()
@@ -281,7 +282,7 @@ def check_fast_client(platform: str, daemon_up: bool) -> Check:
     silently pays for a Python start in its fallback."""
     import shutil
 
-    from .launcher import alfred_workflow
+    from notewell.launcher import alfred_workflow
 
     name = "alfred client"
     fast = alfred_workflow.this_installation().fast_client

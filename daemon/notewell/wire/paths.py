@@ -74,12 +74,12 @@ def config_path() -> str:
 
 
 def index_dir() -> str:
-    """Index generations live here; see ``notewell.store`` for how one becomes current."""
+    """Index generations live here; see ``notewell.index.store`` for how one becomes current."""
     return _join(home(), "index")
 
 
 def model_dir() -> str:
-    """Model files derived from the shipped one (``notewell.model_file``);
+    """Model files derived from the shipped one (``notewell.model.model_file``);
     ``$NOTEWELL_MODEL_DIR`` lets several homes (tests, benchmarks) share one."""
     env = _env("NOTEWELL_MODEL_DIR")
     return _absolute(env) if env else _join(home(), "models")

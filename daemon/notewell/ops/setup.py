@@ -15,7 +15,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import config, paths
+from notewell import config
+from notewell.wire import paths
 
 
 @dataclass
@@ -28,9 +29,9 @@ class Found:
 def discover() -> Found:
     """Bear's database (where the Bear source looks by default) and the existing vaults in
     Obsidian's registry (``obsidian.json``), as the sources modules find them."""
-    from .sources import SourceError
-    from .sources.bear import find_database
-    from .sources.obsidian import list_vaults
+    from notewell.sources import SourceError
+    from notewell.sources.bear import find_database
+    from notewell.sources.obsidian import list_vaults
 
     found = Found(bear=find_database())
     try:
@@ -114,7 +115,7 @@ def run(yes: bool = False, *, index: bool = True, agent: bool = True, workflow: 
     if index:
         failures += _step("index", lambda: _build_index(config.load(proposed.path)), say)
     if agent:
-        from . import agent as agent_mod
+        from notewell.ops import agent as agent_mod
 
         failures += _step("agent", lambda: agent_mod.install(platform), say)
     if workflow:
@@ -136,7 +137,7 @@ def _step(name: str, fn: Callable[[], str], say: Say) -> int:
 
 
 def _build_index(cfg: config.Config) -> str:
-    from .engine import Engine
+    from notewell.engine import Engine
 
     engine = Engine(cfg)
     try:
@@ -152,7 +153,7 @@ def _build_index(cfg: config.Config) -> str:
 
 
 def _build_workflow(platform: str) -> str:
-    from .launcher import alfred_workflow
+    from notewell.launcher import alfred_workflow
 
     out = alfred_workflow.default_output()
     before = _read(out)
