@@ -524,9 +524,7 @@ class DaemonProcess:
         self.env["NOTEWELL_HOME"] = str(home)
         self.env["NOTEWELL_MODEL_DIR"] = os.environ["NOTEWELL_MODEL_DIR"]
         self.env["PYTHONPATH"] = str(REPO / "daemon")
-        if fake:
-            self.env["NOTEWELL_EMBEDDER"] = "fake"
-        else:
+        if not fake:
             prepare_model(self.env)
         with env(NOTEWELL_HOME=str(home)):
             from notewell.wire import paths
@@ -535,7 +533,9 @@ class DaemonProcess:
         self.log = home / "bench-daemon.log"
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "notewell", "serve", "--poll", str(poll)],
+                # notewell.model.fake: the test-only entry point with the fake embedder.
+                [sys.executable, "-m", "notewell.model.fake" if fake else "notewell", "serve",
+                 "--poll", str(poll)],
                 env=self.env, stdout=out, stderr=out, stdin=subprocess.DEVNULL)
         try:
             self._wait_ready(timeout)

@@ -61,7 +61,7 @@ def dendron_home(fake: bool, notes: int) -> tuple[Path, int, int]:
     marker = home / "built.txt"
     if not marker.exists():
         if fake:
-            from notewell.model.embedding import FakeEmbedder
+            from notewell.model.fake import FakeEmbedder
 
             embedder = FakeEmbedder()
         else:

@@ -121,10 +121,11 @@ def run_load(home: Path, notes_dir: Path, *, seconds: float = 10.0, clients: int
                                                            str(notes_dir)),)))
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOTEWELL_")}
     env.update(NOTEWELL_HOME=str(home), PYTHONPATH=str(REPO / "daemon"))
-    if not real:
-        env.update(NOTEWELL_EMBEDDER="fake", NOTEWELL_FAKE_EMBED_DELAY=str(embed_delay))
+    # notewell.model.fake: the test-only entry point with the fake embedder.
+    command = ([sys.executable, "-m", "notewell"] if real else
+               [sys.executable, "-m", "notewell.model.fake", "--delay", str(embed_delay)])
     log = open(home / "load-daemon.log", "ab")  # noqa: SIM115 (closed below)
-    proc = subprocess.Popen([sys.executable, "-m", "notewell", "serve", "--poll", "0.5"],
+    proc = subprocess.Popen([*command, "serve", "--poll", "0.5"],
                             env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
     result = LoadResult(seconds, clients)
     try:
@@ -219,7 +220,8 @@ def _index_problems(home: Path, real: bool) -> list[str]:
     from notewell.index import store
     from notewell.index.database import BuildSettings, Index
     from notewell.ingest.chunking import ChunkSettings
-    from notewell.model.embedding import DIM, FakeEmbedder, OnnxEmbedder
+    from notewell.model.embedding import DIM, OnnxEmbedder
+    from notewell.model.fake import FakeEmbedder
 
     fake = FakeEmbedder()
     embedder_id = (OnnxEmbedder.fingerprint(OnnxEmbedder.__new__(OnnxEmbedder)) if real

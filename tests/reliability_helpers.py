@@ -16,7 +16,7 @@ from notewell import config
 from notewell.engine import Engine
 from notewell.index.database import BuildSettings, Index
 from notewell.ingest.chunking import ChunkSettings
-from notewell.model.embedding import FakeEmbedder
+from notewell.model.fake import FakeEmbedder
 from notewell.serve import daemon
 from notewell.wire import client, paths, protocol
 
@@ -142,7 +142,7 @@ _FORKER = r"""
 import os, signal, sys
 sys.path.insert(0, sys.argv[1])
 from notewell import config
-from notewell.model.embedding import FakeEmbedder
+from notewell.model.fake import FakeEmbedder
 from notewell.engine import Engine
 
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children

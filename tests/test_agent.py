@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, subprocess_env
+from helpers import REPO, subprocess_env
 from launcher_helpers import install_stand_ins
 from notewell.ops import agent
 

@@ -15,7 +15,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_client, subprocess_env
+from helpers import REPO, run_client, subprocess_env
 from launcher_helpers import install_stand_ins
 from notewell.launcher import alfred, alfred_actions, alfred_workflow, icons
 from notewell.launcher.alfred_workflow import ALT, CMD, CTRL, FN, SHIFT

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SHARED
+from helpers import REPO, SHARED
 
 BENCH = REPO / "bench"
 pytestmark = pytest.mark.skipif(not (SHARED / "dendron-vault").is_dir(),

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 
 import pytest
-from conftest import REPO, subprocess_env
+from helpers import REPO, notewell_command, subprocess_env
 from notewell import cli
 
 
@@ -32,8 +31,8 @@ def test_every_subcommand_has_a_handler_help_and_a_readme_entry():
 
 
 def run(home, *args, **env):
-    return subprocess.run([sys.executable, "-m", "notewell", *args], capture_output=True,
-                          text=True, env=subprocess_env(home, NOTEWELL_EMBEDDER="fake", **env),
+    return subprocess.run(notewell_command(*args), capture_output=True,
+                          text=True, env=subprocess_env(home, **env),
                           timeout=60)
 
 

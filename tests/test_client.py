@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from conftest import CLIENT, REPO, modules_loaded_by_client, run_client
+from helpers import CLIENT, REPO, modules_loaded_by_client, run_client
 
 HEAVY = ("numpy", "onnxruntime", "tokenizers", "apsw", "sqlite_vec", "msgpack", "json",
          "socket", "notewell.search.searcher", "notewell.index.database",

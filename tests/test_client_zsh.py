@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from conftest import CLIENT, REPO, run_client, subprocess_env
+from helpers import CLIENT, REPO, run_client, subprocess_env
 from notewell.wire import protocol
 
 ZSH_CLIENT = REPO / "client" / "notewell-query.zsh"

@@ -12,7 +12,7 @@ import time
 
 import msgpack
 import pytest
-from conftest import REPO, run_client, start_daemon, subprocess_env
+from helpers import REPO, notewell_command, run_client, start_daemon, subprocess_env
 from notewell.wire import paths, protocol
 
 
@@ -106,8 +106,8 @@ def test_client_survives_invalid_utf8_and_control_characters(daemon):
 
 
 def test_a_second_daemon_on_the_same_home_refuses_to_start(daemon):
-    env = subprocess_env(daemon.home, NOTEWELL_EMBEDDER="fake")
-    out = subprocess.run([sys.executable, "-m", "notewell", "serve"], capture_output=True,
+    env = subprocess_env(daemon.home)
+    out = subprocess.run(notewell_command("serve"), capture_output=True,
                          env=env, timeout=30)
     assert out.returncode == 1
     assert b"already serving" in out.stderr and str(daemon.proc.pid).encode() in out.stderr

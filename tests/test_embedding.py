@@ -8,6 +8,7 @@ import shutil
 import numpy as np
 import pytest
 from notewell.model import embedding
+from notewell.model.fake import FakeEmbedder
 
 
 def test_model_files_come_from_packages_and_match_pins():
@@ -51,7 +52,7 @@ def test_tokenizer_reads_256_tokens_not_128(real_embedder):
 
 
 def test_fake_embedder_is_deterministic():
-    a = embedding.FakeEmbedder().embed_batch(["postgres vacuum", "banana"])
-    b = embedding.FakeEmbedder().embed_batch(["postgres vacuum", "banana"])
+    a = FakeEmbedder().embed_batch(["postgres vacuum", "banana"])
+    b = FakeEmbedder().embed_batch(["postgres vacuum", "banana"])
     assert np.array_equal(a, b)
     assert a[0] @ a[1] < 0.5

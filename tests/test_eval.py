@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import subprocess_env
+from helpers import notewell_command, subprocess_env
 from notewell.evaluation import runner as evaluate
 from notewell.evaluation.runner import EvalQuery, mrr_at, ndcg_at, recall_at
 from notewell.ingest.chunking import ChunkSettings
@@ -179,9 +178,9 @@ def test_golden_relevant_entries_may_be_paths_or_note_ids(engine, tmp_path):
 
 
 def run_cli(home: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "notewell", "eval", *args],
+    return subprocess.run(notewell_command("eval", *args),
                           capture_output=True, text=True, timeout=120,
-                          env=subprocess_env(home, NOTEWELL_EMBEDDER="fake"))
+                          env=subprocess_env(home))
 
 
 def test_cli_json_has_the_documented_shape(home, tmp_path):

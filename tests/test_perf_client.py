@@ -3,7 +3,7 @@ pulls in is paid for on every keystroke (``typing`` alone cost 28 ms, bench/keys
 
 from __future__ import annotations
 
-from conftest import modules_loaded_by_client
+from helpers import modules_loaded_by_client
 
 # Modules that cost milliseconds to import; none is needed to print a reply.
 COSTLY = ("typing", "re", "enum", "functools", "collections", "contextlib", "dataclasses",

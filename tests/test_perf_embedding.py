@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 sys.path.insert(0, str(REPO / "bench"))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from conftest import write_notes
+from helpers import write_notes
 from notewell.index.database import BuildSettings, Index, connect
 from notewell.serve.response_cache import ResponseCache
 

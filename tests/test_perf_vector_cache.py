@@ -7,7 +7,7 @@ import hashlib
 
 import numpy as np
 import pytest
-from conftest import vectors_by_id
+from helpers import vectors_by_id
 from notewell.index.database import BuildSettings, Index
 from notewell.index.vector_cache import VectorCache, hamming, int8_codes, nearest_rows, sign_bits
 

@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from conftest import SHARED, vectors_by_id
+from helpers import SHARED, vectors_by_id
 from notewell.evaluation import runner as evaluate
 from notewell.index.database import BuildSettings, Index
 from notewell.ingest.chunking import ChunkSettings

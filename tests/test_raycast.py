@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, subprocess_env
+from helpers import REPO, subprocess_env
 from notewell.wire import paths
 
 EXT = REPO / "workflow" / "raycast"

@@ -16,7 +16,15 @@ import sys
 import time
 
 import pytest
-from conftest import REPO, _wait_synced, run_client, start_daemon, subprocess_env, write_notes
+from helpers import (
+    REPO,
+    notewell_command,
+    run_client,
+    start_daemon,
+    subprocess_env,
+    wait_synced,
+    write_notes,
+)
 from notewell import config
 from notewell.serve import daemon
 from notewell.wire import paths, protocol
@@ -125,7 +133,7 @@ def test_a_daemon_killed_with_sigkill_leaves_nothing_that_blocks_the_next(home, 
     assert os.path.exists(paths.socket_path())  # the crash left its socket behind
     second = start_daemon(home)  # the flock died with the process; the socket is replaced
     try:
-        _wait_synced(second)
+        wait_synced(second)
         assert second.ask("search", query="banana")["result"]["hits"]
     finally:
         assert second.stop() == 0
@@ -251,7 +259,7 @@ def test_logs_hold_no_note_text_or_query_unless_debug_log(home, tmp_path, debug_
     config.save(cfg)
     d = start_daemon(home, poll=0.2)
     try:
-        _wait_synced(d)
+        wait_synced(d)
         hits = d.ask("search", query="quokka wombat cipher")["result"]["hits"]
         assert hits[0]["title"] == "Quokka ledger"
         run_client(home, "zanzibarite", "ledger")
@@ -292,10 +300,9 @@ def test_a_socket_folder_another_user_could_swap_is_refused(tmp_path):
     shared.chmod(0o777)  # like /tmp without its sticky bit
     with pytest.raises(PermissionError, match="writable by every user"):
         daemon.check_parent(str(shared / "run"))
-    out = subprocess.run([sys.executable, "-m", "notewell", "serve"], capture_output=True,
+    out = subprocess.run(notewell_command("serve"), capture_output=True,
                          timeout=30, env={**subprocess_env(shared),  # home = shared
-                                          "PYTHONPATH": str(REPO / "daemon"),
-                                          "NOTEWELL_EMBEDDER": "fake"})
+                                          "PYTHONPATH": str(REPO / "daemon")})
     assert out.returncode == 1 and b"writable by every user" in out.stderr
     assert b"Traceback" not in out.stderr
     shared.chmod(0o1777)  # with the sticky bit (as /tmp has) others cannot rename our entries

@@ -12,26 +12,26 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import (
+from helpers import (
     REPO,
     DaemonProcess,
-    _wait_synced,
+    notewell_command,
     run_client,
     start_daemon,
     subprocess_env,
+    wait_synced,
 )
 from notewell import config
 from notewell.engine import Engine
 from notewell.index import store
 from notewell.index.database import Index
-from notewell.model.embedding import FakeEmbedder
+from notewell.model.fake import FakeEmbedder
 from notewell.notes import Chunk
 from notewell.wire import paths
 from reliability_helpers import (
@@ -102,7 +102,7 @@ def test_sigkill_at_random_points_of_indexing_and_sync(home, tmp_path):
     state = {i: 0 for i in range(24)}
     cfg = markdown_config(root)
     index_dir = home / "index"
-    env = subprocess_env(home, NOTEWELL_EMBEDDER="fake", NOTEWELL_FAKE_EMBED_DELAY="0.008")
+    env = subprocess_env(home)
     env["PYTHONPATH"] = str(REPO / "daemon")
     kinds = ["fork"] * FORKED_KILLS + ["index", "serve"] * (PROCESS_KILLS // 2)
     rng.shuffle(kinds)
@@ -119,7 +119,7 @@ def test_sigkill_at_random_points_of_indexing_and_sync(home, tmp_path):
             forker.kill(pid)
         else:
             args = ["index", "--quiet"] if kind == "index" else ["serve", "--poll", "0.2"]
-            proc = subprocess.Popen([sys.executable, "-m", "notewell", *args], env=env,
+            proc = subprocess.Popen(notewell_command(*args, delay=0.008), env=env,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             wait = rng.uniform(0.2, 1.2)  # start-up takes about 0.3 s of this
             time.sleep(wait)
@@ -156,10 +156,10 @@ def test_sigterm_in_the_middle_of_a_sync_exits_within_a_second(home, tmp_path):
     root = write_corpus(tmp_path / "notes", 30)
     cfg = markdown_config(root)
     log = home / "daemon.log"
-    env = subprocess_env(home, NOTEWELL_EMBEDDER="fake", NOTEWELL_FAKE_EMBED_DELAY="0.03")
+    env = subprocess_env(home)
     env["PYTHONPATH"] = str(REPO / "daemon")
     with open(log, "wb") as f:
-        proc = subprocess.Popen([sys.executable, "-m", "notewell", "serve"], env=env,
+        proc = subprocess.Popen(notewell_command("serve", delay=0.03), env=env,
                                 stdout=f, stderr=f)
     try:
         deadline = time.monotonic() + 30
@@ -222,8 +222,7 @@ def test_a_damaged_index_is_moved_aside_and_rebuilt_while_the_launcher_says_so(
     damage(current)
     damaged = current.read_bytes()
 
-    env_delay = {"NOTEWELL_FAKE_EMBED_DELAY": "0.01"}  # rebuilding takes a second or so
-    d = _start_daemon_env(home, env_delay)
+    d = _start_daemon_env(home, delay=0.01)  # rebuilding takes a second or so
     seen_states, banners = set(), 0
     try:
         deadline = time.monotonic() + 30
@@ -238,7 +237,7 @@ def test_a_damaged_index_is_moved_aside_and_rebuilt_while_the_launcher_says_so(
                 break
             time.sleep(0.05)
         assert "rebuilding" in seen_states and banners > 0, (seen_states, banners)
-        _wait_synced(d)
+        wait_synced(d)
         assert search_ids("zq5x")[0] == "notes:n005.md"
         status = d.ask("status")["result"]
         assert status["state"] == "ready" and status["notes"] == 24
@@ -253,14 +252,14 @@ def test_a_damaged_index_is_moved_aside_and_rebuilt_while_the_launcher_says_so(
     assert "moved it aside" in d.log.read_text()
 
 
-def _start_daemon_env(home: Path, extra: dict[str, str]) -> DaemonProcess:
+def _start_daemon_env(home: Path, delay: float = 0.0) -> DaemonProcess:
     """A daemon subprocess, returned as soon as it answers (``start_daemon`` waits for
     "ready", which here would be after the rebuild)."""
     log = home / "daemon-test.log"
-    env = subprocess_env(home, NOTEWELL_EMBEDDER="fake", **extra)
+    env = subprocess_env(home)
     env["PYTHONPATH"] = str(REPO / "daemon")
     with open(log, "ab") as f:
-        proc = subprocess.Popen([sys.executable, "-m", "notewell", "serve", "--poll", "0.2"],
+        proc = subprocess.Popen(notewell_command("serve", "--poll", "0.2", delay=delay),
                                 env=env, stdout=f, stderr=f, stdin=subprocess.DEVNULL)
     d = DaemonProcess(home, proc, log)
     deadline = time.monotonic() + 30
@@ -278,7 +277,7 @@ def test_full_rebuilds_beside_the_live_index_while_queries_keep_answering(home, 
     root = write_corpus(tmp_path / "notes", 30)
     markdown_config(root)
     d = start_daemon(home, poll=0.2)
-    env = subprocess_env(home, NOTEWELL_EMBEDDER="fake")
+    env = subprocess_env(home)
     env["PYTHONPATH"] = str(REPO / "daemon")
     stop = threading.Event()
     results = {"ok": 0, "bad": []}
@@ -295,14 +294,14 @@ def test_full_rebuilds_beside_the_live_index_while_queries_keep_answering(home, 
                 results["bad"].append(repr(e))
 
     try:
-        _wait_synced(d)
+        wait_synced(d)
         first = d.ask("status")["result"]["index_path"]
         threads = [threading.Thread(target=hammer, args=(i,)) for i in (3, 17)]
         for t in threads:
             t.start()
         for _ in range(3):
-            out = subprocess.run([sys.executable, "-m", "notewell", "index", "--rebuild",
-                                  "--quiet"], env=env, capture_output=True, timeout=60)
+            out = subprocess.run(notewell_command("index", "--rebuild", "--quiet"),
+                                 env=env, capture_output=True, timeout=60)
             assert out.returncode == 0, out.stderr.decode()
             time.sleep(0.4)  # the daemon switches within a poll
         stop.set()

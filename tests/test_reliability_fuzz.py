@@ -14,7 +14,7 @@ import socket
 import time
 
 import msgpack
-from conftest import _wait_synced, start_daemon
+from helpers import start_daemon, wait_synced
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from notewell.wire import paths, protocol
@@ -112,7 +112,7 @@ def test_thousands_of_random_and_mutated_frames_then_a_real_query(home, notes_co
     codes: dict[str, int] = {}
     started = time.monotonic()
     try:
-        _wait_synced(d)
+        wait_synced(d)
 
         @settings(max_examples=EXAMPLES // PER_EXAMPLE, deadline=None, database=None,
                   suppress_health_check=list(HealthCheck))

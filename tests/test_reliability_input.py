@@ -14,10 +14,10 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from conftest import run_client, write_notes
+from helpers import run_client, write_notes
 from notewell import config
 from notewell.engine import Engine
-from notewell.model.embedding import FakeEmbedder
+from notewell.model.fake import FakeEmbedder
 from notewell.serve import daemon
 from notewell.sources import markdown as markdown_source
 from notewell.wire import protocol

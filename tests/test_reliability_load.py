@@ -7,7 +7,7 @@ import importlib.util
 import os
 import sys
 
-from conftest import REPO
+from helpers import REPO
 
 _spec = importlib.util.spec_from_file_location("notewell_bench_load", REPO / "bench" / "load.py")
 load = importlib.util.module_from_spec(_spec)

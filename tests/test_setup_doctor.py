@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import subprocess_env
+from helpers import subprocess_env
 from launcher_helpers import install_stand_ins
 from notewell import config
 from notewell.index.database import BuildSettings, Index
 from notewell.ingest.chunking import ChunkSettings
-from notewell.model.embedding import FakeEmbedder
+from notewell.model.fake import FakeEmbedder
 from notewell.ops import doctor, setup
 from notewell.wire import paths
 
@@ -86,12 +86,12 @@ def test_setup_without_yes_writes_nothing(home: Path, user_home: Path, tmp_path:
 
 def test_setup_yes_does_everything_and_a_rerun_is_safe(home: Path, user_home: Path,
                                                        tmp_path: Path, monkeypatch):
-    monkeypatch.setenv("NOTEWELL_EMBEDDER", "fake")
     stand = install_stand_ins(tmp_path, monkeypatch)
     vault = make_vault(tmp_path / "Vault", {"garden.md": "# Garden\n\nPrune the roses.\n"})
     register_vaults(user_home, vault)
     lines: list[str] = []
-    assert setup.run(True, platform="linux", say=lines.append) == 0, "\n".join(lines)
+    code = setup.run(True, platform="linux", say=lines.append, embedder=FakeEmbedder)
+    assert code == 0, "\n".join(lines)
     cfg = config.load()
     assert [(s.name, s.type, s.path) for s in cfg.sources] == [("vault", "obsidian", str(vault))]
     from notewell.index import store
@@ -108,14 +108,15 @@ def test_setup_yes_does_everything_and_a_rerun_is_safe(home: Path, user_home: Pa
     config.save(config.Config((*cfg.sources,
                                config.SourceConfig("extra", "markdown", str(extra)))))
     lines.clear()
-    assert setup.run(True, platform="linux", say=lines.append, agent=False) == 0
+    assert setup.run(True, platform="linux", say=lines.append, agent=False,
+                     embedder=FakeEmbedder) == 0
     assert [s.name for s in config.load().sources] == ["vault", "extra"]
     assert "config unchanged" in lines
 
 
 def test_setup_with_nothing_found_says_what_to_do(home: Path, user_home: Path):
     lines: list[str] = []
-    assert setup.run(True, platform="linux", say=lines.append) == 1
+    assert setup.run(True, platform="linux", say=lines.append, embedder=FakeEmbedder) == 1
     assert "[[sources]]" in "\n".join(lines)
 
 
@@ -134,13 +135,12 @@ def by_name(checks: list[doctor.Check]) -> dict[str, doctor.Check]:
 
 def test_doctor_all_ok_on_a_working_install(daemon, home: Path, user_home: Path,
                                             tmp_path: Path, monkeypatch):
-    monkeypatch.setenv("NOTEWELL_EMBEDDER", "fake")  # what the test daemon indexed with
     stand = install_stand_ins(tmp_path, monkeypatch)
     active_systemd(stand)
     from notewell.launcher import alfred_workflow
 
     alfred_workflow.build()
-    checks = doctor.run(platform="linux")
+    checks = doctor.run(platform="linux", embedder=FakeEmbedder)
     statuses = {c.name: c.status for c in checks}
     from notewell.model.embedding import MODEL_SHA256
     from notewell.model.model_file import recorded_choice
@@ -159,7 +159,6 @@ def test_doctor_all_ok_on_a_working_install(daemon, home: Path, user_home: Path,
 
 def test_doctor_explains_each_failure(home: Path, user_home: Path, tmp_path: Path,
                                       monkeypatch, notes_dir: Path):
-    monkeypatch.setenv("NOTEWELL_EMBEDDER", "fake")
     stand = install_stand_ins(tmp_path, monkeypatch)
     stand.rules({"launchctl": [{"prefix": ["print"], "rc": 113}]})
     config.save(config.Config((config.SourceConfig("notes", "markdown", str(notes_dir)),
@@ -170,7 +169,7 @@ def test_doctor_explains_each_failure(home: Path, user_home: Path, tmp_path: Pat
           BuildSettings(FakeEmbedder(dim=32).fingerprint(), 32, "other-chunker")).close()
     os.makedirs(paths.runtime_dir(), mode=0o755)
     os.chmod(paths.runtime_dir(), 0o755)
-    checks = by_name(doctor.run(platform="darwin"))
+    checks = by_name(doctor.run(platform="darwin", embedder=FakeEmbedder))
     assert checks["source notes"].status == "ok"
     assert checks["source gone"].status == "FAIL" and "config.toml" in checks["source gone"].fix
     assert checks["index"].status == "FAIL" and "--rebuild" in checks["index"].fix
@@ -190,21 +189,19 @@ def test_doctor_explains_each_failure(home: Path, user_home: Path, tmp_path: Pat
 def test_doctor_index_check_by_schema_version(home: Path, monkeypatch):
     """An older schema is upgraded in place when next opened (a warning with the step);
     a newer one than this notewell knows cannot be read (a failure)."""
-    monkeypatch.setenv("NOTEWELL_EMBEDDER", "fake")
-    from notewell.engine import default_embedder
     from notewell.index.database import SCHEMA_VERSION, connect
 
-    embedder = default_embedder()
+    embedder = FakeEmbedder()
     path = os.path.join(paths.index_dir(), "index-1.sqlite")
     Index(path, BuildSettings(embedder.fingerprint(), embedder.dim,
                               ChunkSettings().fingerprint())).close()
-    assert doctor.check_index().status == "ok"
+    assert doctor.check_index(FakeEmbedder).status == "ok"
     for version, status, step in ((SCHEMA_VERSION - 1, "warn", "agent restart"),
                                   (SCHEMA_VERSION + 1, "FAIL", "upgrade notewell")):
         db = connect(path)
         db.execute(f"PRAGMA user_version={version}")
         db.close()
-        check = doctor.check_index()
+        check = doctor.check_index(FakeEmbedder)
         assert check.status == status and step in check.fix, check.line()
         assert f"schema {version}" in check.detail
 

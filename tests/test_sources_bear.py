@@ -16,7 +16,7 @@ from notewell.config import SourceConfig
 from notewell.index.database import BuildSettings, Index
 from notewell.ingest.chunking import ChunkSettings
 from notewell.ingest.sync import Syncer
-from notewell.model.embedding import FakeEmbedder
+from notewell.model.fake import FakeEmbedder
 from notewell.sources import SourceError
 from notewell.sources.bear import (
     BearSource,

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import write_notes
+from helpers import write_notes
 from notewell.config import SourceConfig
 from notewell.sources import SourceError
 from notewell.sources.markdown import (

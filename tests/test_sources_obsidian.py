@@ -9,7 +9,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from conftest import write_notes
+from helpers import write_notes
 from notewell import cli
 from notewell.config import SourceConfig
 from notewell.sources import SourceError

@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SHARED
+from helpers import SHARED
 from notewell.config import Config, SourceConfig
 from notewell.engine import Engine
 from notewell.ingest.chunking import ChunkSettings, chunk_note
-from notewell.model.embedding import FakeEmbedder
+from notewell.model.fake import FakeEmbedder
 from notewell.notes import Chunk
 from notewell.sources import open_source
 

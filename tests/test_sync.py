@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bear_fixture import build
-from conftest import write_notes
+from helpers import write_notes
 from notewell.config import Config, SourceConfig
 from notewell.engine import Engine
 from notewell.index.database import BuildSettings, Index
 from notewell.ingest.chunking import ChunkSettings, chunk_note
 from notewell.ingest.sync import Syncer
-from notewell.model.embedding import FakeEmbedder
+from notewell.model.fake import FakeEmbedder
 from notewell.notes import Chunk
 from notewell.sources import open_source
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 from bear_fixture import build
-from conftest import start_daemon, write_notes
+from helpers import start_daemon, write_notes
 from notewell import config
 from notewell.config import Config, SourceConfig
 from notewell.engine import Engine
 from notewell.ingest.watch import ChangeWatcher, relevant_path, scan_digest
-from notewell.model.embedding import FakeEmbedder
+from notewell.model.fake import FakeEmbedder
 from notewell.serve.daemon import Daemon
 from notewell.sources import open_source
 

@@ -13,9 +13,13 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from notewell import __version__
 from notewell.wire import paths
+
+if TYPE_CHECKING:
+    from notewell.model.embedding import Embedder
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -147,9 +151,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *,
+         embedder: Callable[[], Embedder] | None = None) -> int:
+    """Run one command. ``embedder`` makes the embedder for the commands that need one
+    (default: the shipped model); tests wire in ``notewell.model.fake`` here."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.embedder = embedder or _default_embedder
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
@@ -179,13 +187,19 @@ def _load_config():
     return config.load()
 
 
-def _engine():
+def _default_embedder() -> Embedder:
+    from notewell.model.embedding import default_embedder
+
+    return default_embedder()
+
+
+def _engine(args: argparse.Namespace):
     """An engine for one command without the daemon. It answers from SQLite (sqlite-vec,
     FTS5) rather than building the in-memory copies a resident daemon keeps: building them
     in the background took a one-shot search from 0.57 to 0.95 s (bench/keystroke.py)."""
     from notewell.engine import Engine
 
-    engine = Engine(_load_config())
+    engine = Engine(_load_config(), embedder=args.embedder())
     engine.index.use_vector_copy = engine.index.use_keyword_copy = False
     return engine
 
@@ -249,14 +263,13 @@ def cmd_index(args: argparse.Namespace) -> int:
         return 1
     start = time.monotonic()
     if args.rebuild:
-        from notewell.engine import default_embedder
         from notewell.ingest.chunking import ChunkSettings
         from notewell.sources import open_source
 
-        reports = rebuild([open_source(s) for s in config.sources], default_embedder(),
+        reports = rebuild([open_source(s) for s in config.sources], args.embedder(),
                           ChunkSettings(), paths.index_dir(), progress=not args.quiet)[1]
     else:
-        engine = _engine()
+        engine = _engine(args)
         reports = engine.sync(progress=not args.quiet)
         engine.close()
     for r in reports:
@@ -280,7 +293,7 @@ def _print_report(r: dict) -> None:
 def cmd_sync(args: argparse.Namespace) -> int:
     result = daemon_request("sync", wait=True)
     if result is None:
-        engine = _engine()
+        engine = _engine(args)
         reports = [r.to_dict() for r in engine.sync()]
         engine.close()
     else:
@@ -295,9 +308,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 @command
 def cmd_serve(args: argparse.Namespace) -> int:
+    from notewell.engine import Engine
     from notewell.serve.daemon import run
 
-    return run(_load_config(), poll_seconds=args.poll)
+    return run(_load_config(), poll_seconds=args.poll,
+               engine_factory=lambda cfg: Engine(cfg, embedder=args.embedder()))
 
 
 @command
@@ -305,7 +320,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     query = " ".join(args.query)
     result = daemon_request("search", query=query, limit=args.limit, mode=args.mode)
     if result is None:
-        engine = _engine()
+        engine = _engine(args)
         result = engine.search(query, limit=args.limit, mode=args.mode).to_dict()
         engine.close()
     _print_hits(result["hits"], result["notices"], args.json)
@@ -316,7 +331,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 def cmd_similar(args: argparse.Namespace) -> int:
     result = daemon_request("similar", note_id=args.note_id, limit=args.limit)
     if result is None:
-        engine = _engine()
+        engine = _engine(args)
         result = {"hits": [h.to_dict() for h in engine.similar(args.note_id, args.limit)],
                   "notices": []}
         engine.close()
@@ -330,7 +345,7 @@ def cmd_similar(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     status = daemon_request("status")
     if status is None:
-        engine = _engine()
+        engine = _engine(args)
         status = engine.status()
         status["state"] = "not running"
         engine.close()
@@ -429,14 +444,14 @@ def cmd_setup(args: argparse.Namespace) -> int:
         return input(question).strip().lower() in ("y", "yes")
 
     return setup.run(args.yes, index=not args.no_index, agent=not args.no_agent,
-                     workflow=not args.no_workflow, confirm=confirm)
+                     workflow=not args.no_workflow, confirm=confirm, embedder=args.embedder)
 
 
 @command
 def cmd_doctor(args: argparse.Namespace) -> int:
     from notewell.ops import doctor
 
-    checks = doctor.run()
+    checks = doctor.run(embedder=args.embedder)
     for check in checks:
         print(check.line())
     return 1 if doctor.failed(checks) else 0
@@ -444,7 +459,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 @command
 def cmd_eval(args: argparse.Namespace) -> int:
-    from notewell.engine import default_embedder
     from notewell.evaluation import runner as evaluate
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -461,15 +475,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     try:
         if args.beir:
             what = f"{args.beir} ({args.split} split)"
-            results = evaluate.run_beir(args.beir, args.split, default_embedder(), methods,
+            results = evaluate.run_beir(args.beir, args.split, args.embedder(), methods,
                                         progress=progress)
         elif args.golden and args.notes:
             what = f"{args.golden} over {args.notes}"
-            results = evaluate.run_folder_golden(args.golden, args.notes, default_embedder(),
+            results = evaluate.run_folder_golden(args.golden, args.notes, args.embedder(),
                                                  methods, progress=progress)
         elif args.golden:
             what = f"{args.golden} over the configured index"
-            engine = _engine()
+            engine = _engine(args)
             try:
                 results = evaluate.run_golden(args.golden, engine.index, engine.embedder,
                                               methods)
@@ -477,7 +491,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 engine.close()
         else:
             what = "the demo golden set over the demo notes"
-            results = evaluate.run_demo(default_embedder(), methods, progress=progress)
+            results = evaluate.run_demo(args.embedder(), methods, progress=progress)
     except evaluate.EvalError as e:
         print(f"notewell: {e}", file=sys.stderr)
         return 1

@@ -18,26 +18,12 @@ from notewell.index import store
 from notewell.index.database import SCHEMA_VERSION, BuildSettings, Index
 from notewell.ingest.chunking import ChunkSettings
 from notewell.ingest.sync import Syncer, SyncReport
-from notewell.model.embedding import Embedder
+from notewell.model.embedding import Embedder, default_embedder
 from notewell.search.searcher import Ranking, Searcher, SearchResult
 from notewell.sources import Source, open_source
 from notewell.wire import paths
 
 log = logging.getLogger(__name__)
-
-
-def default_embedder() -> Embedder:
-    """The ONNX MiniLM model; ``NOTEWELL_EMBEDDER=fake`` swaps in the deterministic test
-    embedder so that daemon tests in subprocesses need no model time;
-    ``NOTEWELL_FAKE_EMBED_DELAY`` (seconds per text) makes it as slow as a model, for
-    tests that stop or kill a daemon mid-sync."""
-    if os.environ.get("NOTEWELL_EMBEDDER") == "fake":
-        from notewell.model.embedding import FakeEmbedder
-
-        return FakeEmbedder(delay=float(os.environ.get("NOTEWELL_FAKE_EMBED_DELAY") or 0))
-    from notewell.model.embedding import OnnxEmbedder
-
-    return OnnxEmbedder()
 
 
 class Engine:

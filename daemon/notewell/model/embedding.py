@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import time
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -207,7 +206,7 @@ class OnnxEmbedder:
         )
         summed = (hidden * mask[..., None]).sum(axis=1)
         mean = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)
-        return _normalise(mean.astype(np.float32))
+        return normalise(mean.astype(np.float32))
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -217,36 +216,11 @@ def _clean(text: str) -> str:
     return _CONTROL.sub(" ", text.encode("utf-8", "replace").decode("utf-8"))
 
 
-def _normalise(v: np.ndarray) -> np.ndarray:
+def normalise(v: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(v, axis=1, keepdims=True)
     return v / np.maximum(norms, 1e-12)
 
 
-class FakeEmbedder:
-    """Deterministic stand-in for tests: hashed bag of word stems, L2-normalised.
-
-    Texts sharing words land close together, so ranking tests behave sensibly without
-    loading a model; synonyms do not, which is what the real model is for."""
-
-    id = "fake-hash"
-
-    def __init__(self, dim: int = 64, delay: float = 0.0) -> None:
-        self.dim = dim
-        self.delay = delay  # seconds per text, to stand in for a model's cost
-        self.calls: list[int] = []
-
-    def fingerprint(self) -> str:
-        return f"{self.id}:{self.dim}"
-
-    def embed_batch(self, texts: list[str]) -> np.ndarray:
-        self.calls.append(len(texts))
-        if self.delay:
-            time.sleep(self.delay * len(texts))
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
-                digest = hashlib.blake2b(word[:5].encode(), digest_size=4).digest()
-                out[row, int.from_bytes(digest, "little") % self.dim] += 1.0
-            if not out[row].any():
-                out[row, 0] = 1.0
-        return _normalise(out)
+def default_embedder() -> Embedder:
+    """The embedder notewell runs: the shipped MiniLM model, checked and loaded."""
+    return OnnxEmbedder()

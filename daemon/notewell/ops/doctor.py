@@ -18,8 +18,12 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from notewell.wire import paths
+
+if TYPE_CHECKING:
+    from notewell.model.embedding import Embedder
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"  # a warning works, at a cost
 
@@ -138,7 +142,7 @@ def check_source(src_cfg, platform: str) -> Check:
                  + ("" if first is not None else " (no notes yet)"))
 
 
-def check_index() -> Check:
+def check_index(embedder: Callable[[], Embedder] | None = None) -> Check:
     name = "index"
     from notewell.index import store
     from notewell.index.database import SCHEMA_VERSION
@@ -148,10 +152,10 @@ def check_index() -> Check:
     if not os.path.exists(path):
         return Check(name, FAIL, f"no index at {path}", "run `notewell index`")
     try:
-        from notewell.engine import default_embedder
+        from notewell.model.embedding import default_embedder
 
-        embedder = default_embedder()
-        want = {"embedder": embedder.fingerprint(), "dim": str(embedder.dim),
+        model = (embedder or default_embedder)()
+        want = {"embedder": model.fingerprint(), "dim": str(model.dim),
                 "chunker": ChunkSettings().fingerprint()}
     except Exception as e:
         return Check(name, SKIP, f"cannot tell without the model: {e}")
@@ -317,14 +321,17 @@ def check_fast_client(platform: str, daemon_up: bool) -> Check:
 
 
 def run(platform: str | None = None,
-        run_cmd: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> list[Check]:
+        run_cmd: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+        embedder: Callable[[], Embedder] | None = None) -> list[Check]:
+    """Every check in order. ``embedder`` makes the embedder whose fingerprint the index
+    must carry (default: the shipped model)."""
     platform = platform or sys.platform
     checks = [check_sqlite(), check_model(), check_model_rewrite()]
     config_check, cfg = check_config()
     checks.append(config_check)
     for src in (cfg.sources if cfg else ()):
         checks.append(check_source(src, platform))
-    checks.append(check_index())
+    checks.append(check_index(embedder))
     daemon_check = check_daemon()
     checks.append(daemon_check)
     checks.append(check_socket())

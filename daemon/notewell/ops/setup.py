@@ -14,9 +14,13 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from notewell import config
 from notewell.wire import paths
+
+if TYPE_CHECKING:
+    from notewell.model.embedding import Embedder
 
 
 @dataclass
@@ -83,8 +87,10 @@ Say = Callable[[str], None]
 
 def run(yes: bool = False, *, index: bool = True, agent: bool = True, workflow: bool = True,
         platform: str | None = None, say: Say = print,
-        confirm: Callable[[str], bool] | None = None) -> int:
-    """The whole setup; returns an exit code (1 if any step failed)."""
+        confirm: Callable[[str], bool] | None = None,
+        embedder: Callable[[], Embedder] | None = None) -> int:
+    """The whole setup; returns an exit code (1 if any step failed). ``embedder`` makes
+    the embedder the index is built with (default: the shipped model)."""
     platform = platform or sys.platform
     current = config.load()
     found = discover()
@@ -113,7 +119,8 @@ def run(yes: bool = False, *, index: bool = True, agent: bool = True, workflow: 
         say("config unchanged")
     failures = 0
     if index:
-        failures += _step("index", lambda: _build_index(config.load(proposed.path)), say)
+        failures += _step("index", lambda: _build_index(config.load(proposed.path), embedder),
+                          say)
     if agent:
         from notewell.ops import agent as agent_mod
 
@@ -136,10 +143,10 @@ def _step(name: str, fn: Callable[[], str], say: Say) -> int:
         return 1
 
 
-def _build_index(cfg: config.Config) -> str:
+def _build_index(cfg: config.Config, embedder: Callable[[], Embedder] | None) -> str:
     from notewell.engine import Engine
 
-    engine = Engine(cfg)
+    engine = Engine(cfg, embedder=embedder() if embedder else None)
     try:
         reports = engine.sync(progress=True)
     finally:
