@@ -9,10 +9,7 @@ pipeline and dense only) runs with k-NN answered by
 - ``copy``: what the daemon does by default (the in-memory copy: exact float32 up to 5,000
   vectors, quantized beyond);
 - ``quantized``: the quantized copy (sign bits + int8) forced at every size, to show what
-  it would cost in quality where the default keeps exact search;
-- ``coarse``: the quantized copy with its coarse scorer (4-bit principal components in
-  onnxruntime, then int8) forced at every size: the default uses it from 20,000 vectors,
-  above SciFact's 11,413 chunks.
+  it would cost in quality where the default keeps exact search.
 SciFact's index is built on first use under ``$NOTEWELL_BENCH_CACHE/eval-home`` (5,183
 notes, 11,413 chunks: several minutes with the real model) and reused.
 """
@@ -24,7 +21,7 @@ import os
 
 import common
 
-MODES = ("sqlite-vec", "copy", "quantized", "coarse")
+MODES = ("sqlite-vec", "copy", "quantized")
 
 
 def run(mode: str, beir: str | None) -> dict:
@@ -35,8 +32,6 @@ def run(mode: str, beir: str | None) -> dict:
 
     original_method = index.Index._vector_cache
     original_limit = vector_cache.VectorCache.__init__.__kwdefaults__["exact_limit"]
-    original_from = vector_cache.COARSE_FROM
-    original_timing = vector_cache.VectorCache._time_scorer
 
     def chosen(self):
         if mode == "sqlite-vec":
@@ -49,11 +44,7 @@ def run(mode: str, beir: str | None) -> dict:
 
     try:
         vector_cache.VectorCache.__init__.__kwdefaults__["exact_limit"] = (
-            0 if mode in ("quantized", "coarse") else original_limit)
-        vector_cache.COARSE_FROM = 1 if mode == "coarse" else original_from
-        # Forced: not timed against the sign bits, which would win at the demo's size.
-        vector_cache.VectorCache._time_scorer = (
-            (lambda *args: (0.0, 1.0)) if mode == "coarse" else original_timing)
+            0 if mode == "quantized" else original_limit)
         index.Index._vector_cache = chosen
         embedder = OnnxEmbedder()
         methods = ["notewell", "dense"]
@@ -64,8 +55,6 @@ def run(mode: str, beir: str | None) -> dict:
         return out
     finally:
         vector_cache.VectorCache.__init__.__kwdefaults__["exact_limit"] = original_limit
-        vector_cache.COARSE_FROM = original_from
-        vector_cache.VectorCache._time_scorer = original_timing
         index.Index._vector_cache = original_method
 
 

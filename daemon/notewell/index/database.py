@@ -864,7 +864,6 @@ def _read_vectors(conn: apsw.Connection, dim: int,
                 if cancelled():
                     return None
         _append_rows(cache, batch, max_id)
-    cache.prepare()
     return cache
 
 

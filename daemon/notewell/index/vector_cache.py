@@ -18,13 +18,10 @@ own copy, in one of two layouts:
   estimates, within about 1e-3 of the float ones. ``bench/search_latency.py`` measures
   recall against exact search.
 
-From ``COARSE_FROM`` to ``COARSE_UNTIL`` rows a ``coarse.CoarseScorer`` (4-bit codes of
-the principal components, scored in onnxruntime) replaces the sign-bit scan for the rows
-it was built over, if it measures faster here: it ranks well enough that ~330 candidates
-do what 1,600 did, and k-NN at 100k takes 0.65-0.78 ms instead of 1.3-1.5 (recall@80
-0.993 instead of 0.968). Rows added after it was built are scanned with their sign bits
-until a new one, built in the background over every row, takes over. Past
-``COARSE_UNTIL`` it would hold 270 bytes a row (its codes, twice) beside a search of 30 ms.
+At 100k rows the sign-bit scan, cutting out the best 1,600 and re-scoring them takes
+1.3-1.5 ms. A coarse stage in onnxruntime (4-bit codes of the principal components) once
+stood in front of it and took that to 0.65-0.78 ms; it was removed as not worth its
+several hundred lines and the timing check it needed at run time (bench/README.md).
 
 Why the mean comes off first: the model's vectors share a common direction (the mean of
 100k chunks has norm 0.28), so raw sign bits spend many of their 384 bits on dimensions
@@ -39,18 +36,11 @@ pulls the new rows (few, after an edit) or, after a deletion, waits for a full r
 
 from __future__ import annotations
 
-import logging
-import os
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-
-from notewell.index.coarse import CoarseScorer
-
-log = logging.getLogger(__name__)
 
 _HAS_POPCOUNT = hasattr(np, "bitwise_count")  # numpy >= 2.0
 _BYTE_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
@@ -113,27 +103,6 @@ def matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     with einsum's own loops."""
     return np.einsum("ij,j->i", matrix, vector)
 
-
-# The coarse scorer's range (see the module docstring). Below, it saves little: k=80 at 10k
-# 0.33 against 0.46 ms with sign bits, for a second onnxruntime session's memory.
-COARSE_FROM = 20_000
-COARSE_UNTIL = 300_000
-# Candidates the coarse scorer hands to int8 re-scoring: ``max(2k, COARSE_POOL, k * n /
-# COARSE_SHARE)``, near-ties growing with both ``k`` and ``n``. At 100k (k=80: 201) recall@10
-# was 0.992 and recall@80 0.994, as with 400; for k=10, 64 gave the same recall@10 as 200
-# (0.9933, at 100k and over the 10k real vectors) and took 0.29 ms against 0.35 at 10k.
-COARSE_POOL = 64
-COARSE_SHARE = 40_000
-# A new scorer is built once the rows it does not cover pass this share of it.
-COARSE_REBUILD = 0.05
-# The scorer is declined only when clearly slower than the sign bits: what the timing
-# guards against is a kernel several times slower, not a busy moment's noise (at start, it
-# was declined once in four runs of bench/memory.py by a strict comparison).
-SCORER_TOLERANCE = 1.25
-# A scorer declined as slower is built and timed once more this long after: the first
-# check may have met a busy moment (at start, beside the keyword build) that outlasts any
-# margin, and its verdict would otherwise hold until the copy is next reloaded.
-SCORER_RETRY_S = 300.0
 
 # From this many vectors a quantized search splits its scans over two threads (numpy lets
 # go of the GIL in them): at 1M vectors 19 -> 13 ms on 2 cores. Below, the helper's wake-up
@@ -202,11 +171,6 @@ class VectorCache:
         self._ascending = True
         self._order: np.ndarray | None = None
         self._lock = threading.Lock()
-        self._scorer: CoarseScorer | None = None
-        self._scorer_thread: threading.Thread | None = None
-        # How often a scorer was declined (could not be built: for good; measured slower:
-        # once more, ``SCORER_RETRY_S`` later), and when.
-        self._declined: tuple[int, float] = (0, 0.0)
 
     @property
     def quantized(self) -> bool:
@@ -216,99 +180,12 @@ class VectorCache:
         parts = [self._ids, self._bits, self._i8, self._scale]
         if self._f32 is not None:
             parts.append(self._f32)
-        scorer = self._scorer
-        return sum(p.nbytes for p in parts) + (scorer.nbytes() if scorer else 0)
+        return sum(p.nbytes for p in parts)
 
     @property
     def layout(self) -> str:
-        """How the copy answers, for people: "float32", "int8+bits" or "4-bit coarse+int8"."""
-        if not self.quantized:
-            return "float32"
-        return "4-bit coarse+int8" if self.coarse_rows else "int8+bits"
-
-    @property
-    def coarse_rows(self) -> int:
-        """Rows the coarse scorer covers (0 without one)."""
-        scorer = self._scorer
-        return scorer.rows if scorer is not None else 0
-
-    # -- the coarse scorer ------------------------------------------------------------------
-
-    def prepare(self, wait: bool = True) -> None:
-        """Build the coarse scorer over every row now if this copy's size calls for one and
-        the rows it lacks are too many (``wait``: on this thread; else in the background).
-        The loader calls this once a copy is read, so a daemon is warm with it."""
-        with self._lock:
-            if not self._wants_scorer(self.n, self.coarse_rows):
-                return
-            if wait:
-                thread = None
-            elif self._scorer_thread is None:
-                thread = self._scorer_thread = threading.Thread(
-                    target=self._build_scorer, name="notewell-coarse", daemon=True)
-            else:
-                return  # one is being built
-        if thread is None:
-            self._build_scorer()
-        else:
-            thread.start()
-
-    def _wants_scorer(self, n: int, covered: int) -> bool:
-        """Whether a (new) coarse scorer should be built for ``n`` rows, ``covered`` of
-        which the current one covers."""
-        times, when = self._declined
-        return (self._f32 is None and COARSE_FROM <= n <= COARSE_UNTIL
-                and n - covered > COARSE_REBUILD * covered
-                and (times == 0 or (times < 2 and time.monotonic() - when >= SCORER_RETRY_S)))
-
-    def _build_scorer(self) -> None:
-        with self._lock:
-            n, i8, scale, bits = self.n, self._i8, self._scale, self._bits
-        try:
-            scorer = CoarseScorer(
-                decode=lambda a, b: i8[a:b].astype(np.float32) * scale[a:b, None],
-                rows=n, threads=min(4, os.cpu_count() or 1))
-            timing = None if self.coarse_rows else self._time_scorer(scorer, bits, n)
-            slower = timing is not None and timing[0] > SCORER_TOLERANCE * timing[1]
-            for_good = self._declined[0] >= 1
-        except Exception as exc:  # an onnxruntime without the operator, no memory
-            log.warning("k-NN stays on the sign-bit scan: the coarse scorer could not be "
-                        "built (%s: %s)", type(exc).__name__, exc)
-            slower, for_good = True, True
-        else:
-            if slower:
-                log.warning("k-NN stays on the sign-bit scan: the coarse scorer measured "
-                            "slower on this machine (%.2f ms against %.2f)%s", *timing,
-                            "" if for_good else
-                            f"; it is tried once more in {SCORER_RETRY_S:.0f} s")
-            elif timing is not None:
-                log.info("k-NN through the coarse scorer over %d rows: %.2f ms against %.2f "
-                         "from sign bits", n, *timing)
-        with self._lock:
-            self._scorer_thread = None
-            if slower:
-                self._declined = (2 if for_good else 1, time.monotonic())
-            elif scorer.rows > self.coarse_rows:  # rows only append: the first n are coded
-                self._scorer = scorer
-
-    def _time_scorer(self, scorer: CoarseScorer, bits: np.ndarray, n: int
-                     ) -> tuple[float, float]:
-        """Milliseconds for candidates and their re-scoring at the daemon's k=80, with
-        ``scorer`` and from the sign-bit scan: the best of seven queries each, taken in
-        turns, so a moment's load elsewhere (the keyword copy is built beside this at
-        start) weighs on both (~15 ms). As for the model file (``model_file``): an
-        onnxruntime whose 4-bit kernels fall back to a slow path must not make every
-        query slower."""
-        queries = self.matrix(self._ids[: min(n, 7)])[1]
-        i8, scale = self._i8[:n], self._scale[:n]
-        times: dict[bool, list[float]] = {True: [], False: []}
-        for q in queries:
-            for with_scorer in (True, False):
-                start = time.perf_counter()
-                _rescore(i8, scale, self._candidates(q, 80, n, bits, self._center,
-                                                     scorer if with_scorer else None), q)
-                times[with_scorer].append((time.perf_counter() - start) * 1000)
-        return min(times[True]), min(times[False])
+        """How the copy answers, for people: "float32" or "int8+bits"."""
+        return "int8+bits" if self.quantized else "float32"
 
     # -- filling ----------------------------------------------------------------------------
 
@@ -394,25 +271,17 @@ class VectorCache:
     # -- searching ----------------------------------------------------------------------------
 
     def _candidates(self, q: np.ndarray, k: int, n: int, bits: np.ndarray,
-                    center: np.ndarray | None, scorer: CoarseScorer | None) -> np.ndarray:
-        """Rows of the quantized layout to re-score for ``q``: the coarse scorer's best
-        among the rows it covers, and the nearest by sign bits among the rest."""
-        covered = scorer.rows if scorer is not None else 0
-        parts = []
-        if scorer is not None:
-            parts.append(scorer.top(q, max(k * 2, COARSE_POOL, k * n // COARSE_SHARE)))
-        rest = n - covered
-        # Also a share of the index: near-ties around a query grow with it.
-        pool = max(k * self.oversample, self.min_candidates, rest // self.share)
-        if pool < rest:
-            query_bits = sign_bits((q if center is None else q - center)[None, :])[0]
-            dist = np.concatenate(_split(
-                lambda a, b: hamming(bits[:, covered + a:covered + b], query_bits),
-                rest, 2 if n >= PARALLEL_FROM else 1))
-            parts.append(covered + nearest_rows(dist, pool))
-        elif rest:
-            parts.append(np.arange(covered, n))
-        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+                    center: np.ndarray | None) -> np.ndarray:
+        """Rows of the quantized layout to re-score for ``q``: the nearest by sign bits,
+        ``max(k * oversample, min_candidates, n / share)`` of them (near-ties around a
+        query grow with the index)."""
+        pool = max(k * self.oversample, self.min_candidates, n // self.share)
+        if pool >= n:
+            return np.arange(n)
+        query_bits = sign_bits((q if center is None else q - center)[None, :])[0]
+        dist = np.concatenate(_split(lambda a, b: hamming(bits[:, a:b], query_bits), n,
+                                     2 if n >= PARALLEL_FROM else 1))
+        return nearest_rows(dist, pool)
 
     def search(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
         """(id, cosine distance) of the ``k`` nearest rows, nearest first."""
@@ -424,18 +293,17 @@ class VectorCache:
             n = self.n
             ids, f32 = self._ids[:n], (self._f32[:n] if self._f32 is not None else None)
             bits, i8, scale = self._bits[:, :n], self._i8[:n], self._scale[:n]
-            center, scorer = self._center, self._scorer
+            center = self._center
         if n == 0 or k <= 0:
             return []
         if f32 is not None:
             rows = np.arange(n)
             sims = matvec(f32, q)
         else:
-            rows = self._candidates(q, k, n, bits, center, scorer)
+            rows = self._candidates(q, k, n, bits, center)
             halves = 2 if n >= PARALLEL_FROM else 1
             sims = np.concatenate(_split(
                 lambda a, b: _rescore(i8, scale, rows[a:b], q), len(rows), halves))
-            self.prepare(wait=False)  # a new scorer, once enough rows were added
         k = min(k, len(rows))
         top = np.argpartition(-sims, k - 1)[:k] if k < len(rows) else np.arange(len(rows))
         # Nearest first; equal distances by id, as a stable order for callers and tests.
