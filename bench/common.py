@@ -59,7 +59,7 @@ def cache_dir() -> Path:
     return root
 
 
-# Bench daemons and this process share one model rewrite (notewell.model.model_file).
+# Bench daemons and this process share one model rewrite (notewell.model.rewrite).
 os.environ.setdefault("NOTEWELL_MODEL_DIR", str(cache_dir() / "runtime-models"))
 
 
@@ -70,7 +70,7 @@ def prepare_model(environ: dict[str, str]) -> None:
 
     if not any(Path(os.environ["NOTEWELL_MODEL_DIR"]).glob("*.json")):
         subprocess.run([sys.executable, "-c", "from notewell.model.embedding import OnnxEmbedder; "
-                        "OnnxEmbedder()"], env=environ, check=True)
+                        "default_embedder()"], env=environ, check=True)
 
 
 # -- the machine ------------------------------------------------------------------------------
@@ -302,9 +302,9 @@ class BenchEmbedder:
     seeded Gaussian noise; ``random=True`` gives every text a random unit vector instead."""
 
     def __init__(self, random: bool = False) -> None:
-        from notewell.model.embedding import OnnxEmbedder
+        from notewell.model.runtime import default_embedder
 
-        self.real = OnnxEmbedder()
+        self.real = default_embedder()
         self.id, self.dim = self.real.id, self.real.dim
         self.store = VectorStore(self.real.fingerprint())
         self.random = random

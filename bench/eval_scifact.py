@@ -53,9 +53,9 @@ def main() -> int:
     if not (data / "corpus.jsonl").exists():
         print(f"no BEIR SciFact at {data}; pass --data DIR", file=sys.stderr)
         return 1
-    from notewell.model.embedding import OnnxEmbedder
+    from notewell.model.runtime import default_embedder
 
-    embedder = OnnxEmbedder()
+    embedder = default_embedder()
     start = time.monotonic()
     index = evaluate.beir_index(str(data), embedder, progress=True)
     index.close()

@@ -133,10 +133,10 @@ def main() -> int:
     p.add_argument("--scifact", default=str(DEFAULT_SCIFACT), help="BEIR SciFact directory")
     p.add_argument("--split", default="train", help="SciFact split (default train)")
     args = p.parse_args()
-    from notewell.model.embedding import OnnxEmbedder
+    from notewell.model.runtime import default_embedder
     from notewell.ops.demo import demo_notes_dir
 
-    embedder = OnnxEmbedder()
+    embedder = default_embedder()
     index = evaluate.folder_index(demo_notes_dir(), embedder, "demo")
     golden = evaluate.load_golden(demo_golden_path())
     demo = evaluate_variants(Searcher(index, embedder), golden, parse, evaluate.path_keys(index))

@@ -44,12 +44,15 @@ SHORT_QUERIES = ["undo a commit", "postgres vacuum", "daily notes", "git hooks",
 
 def make_embedder(cfg: dict):
     from model_variants import variant_path
-    from notewell.model.embedding import ModelFiles, OnnxEmbedder, locate_model_files
+    from notewell.model.embedding import OnnxEmbedder
+    from notewell.model.files import ModelFiles, locate_model_files, verify_model_files
 
     files = locate_model_files()
     variant = cfg.get("variant", "shipped")
     path = files.model if variant == "shipped" else variant_path(variant)
-    return OnnxEmbedder(ModelFiles(path, files.tokenizer), verify=variant == "shipped",
+    if variant == "shipped":
+        verify_model_files(files)
+    return OnnxEmbedder(ModelFiles(path, files.tokenizer),
                         threads=cfg.get("threads"), batch_size=cfg.get("batch", BATCH_SIZE),
                         arena=cfg.get("arena", False), spin=cfg.get("spin", False),
                         providers=cfg.get("providers"))
@@ -120,7 +123,7 @@ def run_worker(cfg: dict) -> dict:
 
 def variants_part(args, texts_file: str, reference: str | None) -> list[dict]:
     from model_variants import VARIANTS, variant_path
-    from notewell.model.embedding import sha256_file
+    from notewell.model.files import sha256_file
 
     names = args.variants.split(",") if args.variants else list(VARIANTS)
     try:
@@ -229,10 +232,10 @@ def full_sync_part(args) -> dict:
 
 
 def sync_worker(notes_dir: str) -> dict:
-    from notewell.model.embedding import OnnxEmbedder
+    from notewell.model.runtime import default_embedder
 
     with tempfile.TemporaryDirectory() as tmp:
-        embedder = OnnxEmbedder()
+        embedder = default_embedder()
         start = time.perf_counter()
         counts = common.index_corpus(Path(tmp) / "home", Path(notes_dir), embedder,
                                      progress=False)
@@ -246,7 +249,7 @@ def edit_part(args) -> dict:
     """Edit one note of a 10,000-note corpus; time the sync and the search that finds it."""
     from notewell import config as nconfig
     from notewell.engine import Engine
-    from notewell.model.embedding import OnnxEmbedder
+    from notewell.model.runtime import default_embedder
 
     corpus = common.build_corpus(args.edit_notes * 10, notes=args.edit_notes)
     print(f"\nedit to search: {corpus.describe()}")
@@ -254,7 +257,7 @@ def edit_part(args) -> dict:
     picks = [files[i * len(files) // args.edits] for i in range(args.edits)]
     times, syncs = [], []
     with common.env(NOTEWELL_HOME=str(corpus.home)):
-        engine = Engine(nconfig.load(), embedder=OnnxEmbedder(),
+        engine = Engine(nconfig.load(), embedder=default_embedder(),
                         index_dir=str(corpus.home / "index"))
         originals = {}
         try:

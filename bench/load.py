@@ -220,8 +220,9 @@ def _index_problems(home: Path, real: bool) -> list[str]:
     from notewell.index import store
     from notewell.index.database import BuildSettings, Index
     from notewell.ingest.chunking import ChunkSettings
-    from notewell.model.embedding import DIM, OnnxEmbedder
+    from notewell.model.embedding import OnnxEmbedder
     from notewell.model.fake import FakeEmbedder
+    from notewell.model.files import DIM
 
     fake = FakeEmbedder()
     embedder_id = (OnnxEmbedder.fingerprint(OnnxEmbedder.__new__(OnnxEmbedder)) if real

@@ -5,7 +5,7 @@ column, and turns it back into float32 inside the graph (``Cast`` then ``Mul``);
 folds those constants at load, so it computes in float32 and int8 only saves disk. Variants:
 
 - ``shipped``: the file as installed.
-- ``rewrite``: what notewell runs (``notewell.model.model_file``): the same int8 weights kept int8
+- ``rewrite``: what notewell runs (``notewell.model.rewrite``): the same int8 weights kept int8
   in memory, matrix products in int8 (``MatMulNBits``), embedding rows scaled after the
   gather.
 - ``folded``: the same int8 weights dequantised once into float initialisers (no ``Cast``/
@@ -19,7 +19,7 @@ folds those constants at load, so it computes in float32 and int8 only saves dis
   float: their input (after GELU) is the activation that int8 represents worst.
 
 Uses the ``onnx`` package (a notewell dependency, for the rewrite); of these files only
-``rewrite`` is what notewell runs (built by ``notewell.model.model_file`` into its own folder).
+``rewrite`` is what notewell runs (built by ``notewell.model.rewrite`` into its own folder).
 Files are written once into a cache folder and reused; their sha256 is printed so a run can
 be repeated and compared.
 """
@@ -36,7 +36,7 @@ VARIANTS = ("shipped", "rewrite", "folded", "float", "dynamic-int8",
 
 
 def shipped_path() -> str:
-    from notewell.model.embedding import locate_model_files
+    from notewell.model.files import locate_model_files
 
     return locate_model_files().model
 
@@ -50,8 +50,9 @@ def variant_path(name: str, directory: str | None = None) -> str:
     directory = directory or os.path.join(common.cache_dir(), "models")
     os.makedirs(directory, exist_ok=True)
     stem = name
-    if name == "rewrite":  # what notewell runs: built again whenever model_file changes it
-        from notewell.model.model_file import REVISION
+    # What notewell runs: built again whenever notewell.model.rewrite changes it.
+    if name == "rewrite":
+        from notewell.model.rewrite import REVISION
 
         stem = f"rewrite-r{REVISION}"
     path = os.path.join(directory, f"minilm-{stem}.onnx")
@@ -109,7 +110,7 @@ def _load_shipped():
 
 
 def _build_rewrite(path: str, directory: str) -> None:
-    from notewell.model.model_file import rewrite
+    from notewell.model.rewrite import rewrite
 
     rewrite(shipped_path(), path)
 

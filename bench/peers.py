@@ -49,7 +49,8 @@ def _time(fn, qvecs: np.ndarray) -> tuple[dict, list[list[int]]]:
 def notewell_rows(corpus, qvecs: np.ndarray) -> list[dict]:
     from notewell.index.database import BuildSettings, Index
     from notewell.ingest.chunking import ChunkSettings
-    from notewell.model.embedding import DIM, OnnxEmbedder
+    from notewell.model.embedding import OnnxEmbedder
+    from notewell.model.files import DIM
 
     fp = OnnxEmbedder.fingerprint(OnnxEmbedder.__new__(OnnxEmbedder))
     index = Index(corpus.index_path(), BuildSettings(fp, DIM, ChunkSettings().fingerprint()))
@@ -143,12 +144,12 @@ def lance_rows(ids: np.ndarray, vecs: np.ndarray, qvecs: np.ndarray, folder: str
 
 
 def measure(size, vectors: str, n_queries: int, lance_index: bool) -> dict:
-    from notewell.model.embedding import OnnxEmbedder
+    from notewell.model.runtime import default_embedder
 
     corpus = common.build_corpus(size, random_vectors=vectors == "random")
     print(f"\n-- {corpus.describe()}, {corpus.vectors:,} vectors")
     ids, vecs = common.all_vectors(corpus.index_path())
-    qvecs = OnnxEmbedder().embed_batch(common.queries(n_queries))
+    qvecs = default_embedder().embed_batch(common.queries(n_queries))
     exact = [ids[np.argsort(-(vecs @ v), kind="stable")[:K]].tolist() for v in qvecs]
     rows = notewell_rows(corpus, qvecs)
     folder = tempfile.mkdtemp(prefix="notewell-peers-")

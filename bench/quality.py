@@ -28,7 +28,7 @@ def run(mode: str, beir: str | None) -> dict:
     from notewell.evaluation import runner as evaluate
     from notewell.index import database as index
     from notewell.index import vector_cache
-    from notewell.model.embedding import OnnxEmbedder
+    from notewell.model.runtime import default_embedder
 
     original_method = index.Index._vector_cache
     original_limit = vector_cache.VectorCache.__init__.__kwdefaults__["exact_limit"]
@@ -46,7 +46,7 @@ def run(mode: str, beir: str | None) -> dict:
         vector_cache.VectorCache.__init__.__kwdefaults__["exact_limit"] = (
             0 if mode == "quantized" else original_limit)
         index.Index._vector_cache = chosen
-        embedder = OnnxEmbedder()
+        embedder = default_embedder()
         methods = ["notewell", "dense"]
         out = {"demo": evaluate.to_json(evaluate.run_demo(embedder, methods))}
         if beir:

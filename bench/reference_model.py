@@ -72,15 +72,15 @@ class ReferenceMiniLM:
     """all-MiniLM-L6-v2 as sentence-transformers runs it: mean pooling, then L2 norm."""
 
     def __init__(self, path: str | None = None, max_tokens: int | None = None) -> None:
-        from notewell.model import embedding
+        from notewell.model import files as model_files
         from tokenizers import Tokenizer
 
-        files = embedding.locate_model_files()
+        files = model_files.locate_model_files()
         raw = load_safetensors(path or weights_path())
         self.w = {k.removeprefix("bert."): v.astype(np.float64) for k, v in raw.items()
                   if v.dtype != np.int64}
         self.tokenizer = Tokenizer.from_file(files.tokenizer)
-        self.tokenizer.enable_truncation(max_tokens or embedding.MAX_TOKENS)
+        self.tokenizer.enable_truncation(max_tokens or model_files.MAX_TOKENS)
         self.tokenizer.no_padding()
 
     def embed(self, texts: list[str]) -> np.ndarray:

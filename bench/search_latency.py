@@ -45,13 +45,13 @@ def _one_search(searcher, q: str) -> tuple[float, float]:
 def measure_size(size: str, vectors: str, n_queries: int, passes: int,
                  exact_runs: int, gap_ms: float = 0.0) -> dict:
     from notewell.index.database import BuildSettings, Index
-    from notewell.model.embedding import OnnxEmbedder
+    from notewell.model.runtime import default_embedder
     from notewell.search.query import fts_match, parse
     from notewell.search.searcher import Searcher
 
     corpus = common.build_corpus(size, random_vectors=vectors == "random")
     print(f"\n-- {size}: {corpus.describe()}")
-    embedder = OnnxEmbedder()
+    embedder = default_embedder()
     from notewell.ingest.chunking import ChunkSettings
 
     settings = BuildSettings(embedder.fingerprint(), embedder.dim,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import start_daemon, wait_synced, write_notes
 
-# The model rewrite (notewell.model.model_file) is built once per test session, not once per
+# The model rewrite (notewell.model.rewrite) is built once per test session, not once per
 # test home.
 if "NOTEWELL_MODEL_DIR" not in os.environ:
     os.environ["NOTEWELL_MODEL_DIR"] = tempfile.mkdtemp(prefix="notewell-models-")
@@ -71,9 +71,9 @@ def engine(notes_config, fake_embedder, home):
 
 @pytest.fixture(scope="session")
 def real_embedder():
-    from notewell.model.embedding import OnnxEmbedder
+    from notewell.model.runtime import default_embedder
 
-    return OnnxEmbedder()
+    return default_embedder()
 
 
 @pytest.fixture

@@ -7,24 +7,24 @@ import shutil
 
 import numpy as np
 import pytest
-from notewell.model import embedding
+from notewell.model import files as files_mod
 from notewell.model.fake import FakeEmbedder
 
 
 def test_model_files_come_from_packages_and_match_pins():
-    files = embedding.locate_model_files()
+    files = files_mod.locate_model_files()
     assert files.model.endswith("model.onnx") and "site-packages" in files.model
-    embedding.verify_model_files(files)
+    files_mod.verify_model_files(files)
 
 
 def test_a_changed_model_file_is_refused(tmp_path):
-    files = embedding.locate_model_files()
+    files = files_mod.locate_model_files()
     bad = tmp_path / "tokenizer.json"
     shutil.copy(files.tokenizer, bad)
     with open(bad, "a") as f:
         f.write(" ")
-    with pytest.raises(embedding.ModelError, match="sha256"):
-        embedding.verify_model_files(dataclasses.replace(files, tokenizer=str(bad)))
+    with pytest.raises(files_mod.ModelError, match="sha256"):
+        files_mod.verify_model_files(dataclasses.replace(files, tokenizer=str(bad)))
 
 
 def test_vectors_are_normalised_and_paraphrases_are_closer(real_embedder):

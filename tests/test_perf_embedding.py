@@ -24,8 +24,9 @@ TEXTS = [
 
 @pytest.mark.parametrize("which", ["runs", "shipped"])
 def test_model_is_within_cosine_099_of_the_float_reference(real_embedder, which):
-    """Both what runs (the int8 rewrite, see notewell.model.model_file) and the shipped file."""
-    from notewell.model.embedding import OnnxEmbedder, locate_model_files
+    """Both what runs (the int8 rewrite, see notewell.model.rewrite) and the shipped file."""
+    from notewell.model.embedding import OnnxEmbedder
+    from notewell.model.files import locate_model_files
 
     reference_model = pytest.importorskip("reference_model")
     try:
@@ -48,7 +49,7 @@ def test_batch_size_and_threads_do_not_change_vectors(real_embedder):
     from notewell.model.embedding import OnnxEmbedder
 
     base = real_embedder.embed_batch(TEXTS)
-    other = OnnxEmbedder(threads=1, batch_size=1)
+    other = OnnxEmbedder(real_embedder.files, threads=1, batch_size=1)
     assert np.abs(other.embed_batch(TEXTS) - base).max() < 1e-4
     assert other.fingerprint() == real_embedder.fingerprint()
 
@@ -58,12 +59,12 @@ def test_a_batch_of_long_chunks_does_not_stay_resident():
     probe = (
         "import sys, threading\n"
         f"sys.path.insert(0, {str(REPO / 'daemon')!r})\n"
-        "from notewell.model.embedding import OnnxEmbedder\n"
+        "from notewell.model.runtime import default_embedder\n"
         "def rss():\n"
         "    for line in open('/proc/self/status'):\n"
         "        if line.startswith('VmRSS'):\n"
         "            return int(line.split()[1]) // 1024\n"
-        "e = OnnxEmbedder()\n"
+        "e = default_embedder()\n"
         "e.embed_batch(['warm up'])\n"
         "before = rss()\n"
         # The daemon embeds on its sync thread, where glibc keeps freed memory longest;

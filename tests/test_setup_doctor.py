@@ -142,8 +142,8 @@ def test_doctor_all_ok_on_a_working_install(daemon, home: Path, user_home: Path,
     alfred_workflow.build()
     checks = doctor.run(platform="linux", embedder=FakeEmbedder)
     statuses = {c.name: c.status for c in checks}
-    from notewell.model.embedding import MODEL_SHA256
-    from notewell.model.model_file import recorded_choice
+    from notewell.model.files import MODEL_SHA256
+    from notewell.model.runtime import recorded_choice
 
     # The rewrite is chosen by measuring it here: a machine where it is slower says so.
     rewrite = recorded_choice(MODEL_SHA256)["use"] == "rewrite"

@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None, *,
         return 2
     from notewell.config import ConfigError
     from notewell.index.database import IndexProblem
-    from notewell.model.embedding import ModelError
+    from notewell.model.files import ModelError
     from notewell.sources import SourceError
 
     try:
@@ -188,7 +188,7 @@ def _load_config():
 
 
 def _default_embedder() -> Embedder:
-    from notewell.model.embedding import default_embedder
+    from notewell.model.runtime import default_embedder
 
     return default_embedder()
 

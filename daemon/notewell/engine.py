@@ -18,7 +18,8 @@ from notewell.index import store
 from notewell.index.database import SCHEMA_VERSION, BuildSettings, Index
 from notewell.ingest.chunking import ChunkSettings
 from notewell.ingest.sync import Syncer, SyncReport
-from notewell.model.embedding import Embedder, default_embedder
+from notewell.model.embedding import Embedder
+from notewell.model.runtime import default_embedder
 from notewell.search.searcher import Ranking, Searcher, SearchResult
 from notewell.sources import Source, open_source
 from notewell.wire import paths

