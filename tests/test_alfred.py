@@ -6,6 +6,7 @@ import json
 
 from notewell.launcher import alfred
 from notewell.notes import Hit
+from notewell.wire import messages
 
 
 def hit(**over) -> Hit:
@@ -55,8 +56,8 @@ def test_results_feedback_puts_notices_first_and_never_returns_an_empty_list():
 
 def test_message_feedback_is_valid_json_without_the_json_module():
     tricky = 'quote " backslash \\ newline \n tab \t bell \x07 é 🍮'
-    doc = json.loads(alfred.message_feedback(tricky, tricky, arg="a", action="start", rerun=0.3))
+    doc = json.loads(messages.message_feedback(tricky, tricky, arg="a", action="start", rerun=0.3))
     assert doc["items"][0]["title"] == tricky and doc["items"][0]["subtitle"] == tricky
     assert doc["rerun"] == 0.3 and doc["items"][0]["valid"] is True
     assert doc["items"][0]["variables"] == {"action": "start"}
-    assert json.loads(alfred.message_feedback("t"))["items"][0]["valid"] is False
+    assert json.loads(messages.message_feedback("t"))["items"][0]["valid"] is False

@@ -11,14 +11,13 @@ see ``ChunkSettings`` for the measured budget.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 
 from notewell.notes import Chunk
+from notewell.sources.markdown import iter_fenced
 
 _PIECE = re.compile(r"\w+|[^\w\s]")
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
-_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -39,23 +38,6 @@ class ChunkSettings:
 
 def count_pieces(text: str) -> int:
     return len(_PIECE.findall(text))
-
-
-def iter_fenced(lines: Iterable[str]) -> Iterator[tuple[str, bool]]:
-    """Each line with whether it is code: inside a fenced block, or a fence line itself.
-    A fence closes only with the same character at least as many times (CommonMark)."""
-    fence: str | None = None
-    for line in lines:
-        m = _FENCE.match(line)
-        if m:
-            marker = m.group(1)
-            if fence is None:
-                fence = marker[0] * len(marker)
-            elif marker.startswith(fence):
-                fence = None
-            yield line, True
-            continue
-        yield line, fence is not None
 
 
 @dataclass

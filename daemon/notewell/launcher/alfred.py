@@ -1,18 +1,15 @@
 """Alfred Script Filter output, written once: hits and messages to Alfred's JSON.
 
 The daemon renders result lists here and sends the finished JSON, so the per-keystroke
-client only copies bytes to stdout. Messages (daemon down, warming up) are rendered by the
-client itself with ``message_feedback``, which imports nothing: ``json`` alone costs the
-client more than its whole interpreter start.
+client only copies bytes to stdout. Messages the client shows by itself (daemon down,
+warming up) are rendered in ``wire.messages``, which imports nothing.
 """
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-# Not ``from typing import TYPE_CHECKING``: importing ``typing`` took the per-keystroke
-# client from 8 ms to 36 ms (bench/keystroke.py); type checkers honour this spelling too.
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from notewell.notes import Hit
 
@@ -126,38 +123,3 @@ def behind_item(lag: dict) -> dict:
         subtitle = (f"Changes in {', '.join(lag.get('sources', []))} are not indexed yet; "
                     "results may miss recent edits")
     return message_item(title, subtitle[:300])
-
-
-def message_feedback(title: str, subtitle: str = "", *, arg: str | None = None,
-                     action: str | None = None, rerun: float | None = None,
-                     query: str | None = None) -> str:
-    """One message item as Alfred JSON, without importing ``json`` (the client's error
-    paths). ``query`` rides along in the item's variables for its action (the "start the
-    daemon" item shows Alfred again on it)."""
-    parts = [f'"title":{_q(title)}', f'"subtitle":{_q(subtitle)}',
-             f'"valid":{"true" if arg is not None else "false"}',
-             '"icon":{"path":"icon.png"}']
-    if arg is not None:
-        parts.append(f'"arg":{_q(arg)}')
-    if action:
-        extra = f',"query":{_q(query)}' if query is not None else ""
-        parts.append(f'"variables":{{"action":{_q(action)}{extra}}}')
-    head = '{"skipknowledge":true,'
-    if rerun is not None:
-        head += f'"rerun":{rerun},'
-    return head + '"items":[{' + ",".join(parts) + "}]}"
-
-
-def _q(s: str) -> str:
-    out = ['"']
-    for ch in s:
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ord(ch) < 0x20:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)

@@ -34,10 +34,9 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from notewell.config import SourceConfig
-from notewell.ingest.chunking import iter_fenced
 from notewell.notes import Note, NoteStub
 from notewell.sources.base import SourceError
-from notewell.sources.markdown import render_links
+from notewell.sources.markdown import iter_fenced, render_links
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import os
 import re
 import stat
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from notewell.config import SourceConfig
 from notewell.notes import Note, NoteStub
@@ -289,7 +289,7 @@ def meta_list(meta: dict, *keys: str) -> list[str]:
 
 _ATX_HEADING = re.compile(r"^[ \t]{0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 _SETEXT_H1 = re.compile(r"^[ \t]{0,3}=+[ \t]*$")
-_FENCE_OPEN = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 # Lines that may stand above a note's title without being its content.
 _PREAMBLE = re.compile(
     r"^\s*(?:<!--.*-->|!\[[^\]]*\]\([^)]*\)|!\[\[[^\]]*\]\]|(?:#[\w][\w/\-]*\s*)+)\s*$")
@@ -305,7 +305,7 @@ def first_heading(body: str) -> str | None:
     for i, line in enumerate(lines[:TITLE_SEARCH_LINES]):
         if not line.strip():
             continue
-        if _FENCE_OPEN.match(line):
+        if _FENCE.match(line):
             return None
         m = _ATX_HEADING.match(line)
         if m:
@@ -316,6 +316,24 @@ def first_heading(body: str) -> str | None:
             continue
         return None
     return None
+
+
+
+def iter_fenced(lines: Iterable[str]) -> Iterator[tuple[str, bool]]:
+    """Each line with whether it is code: inside a fenced block, or a fence line itself.
+    A fence closes only with the same character at least as many times (CommonMark)."""
+    fence: str | None = None
+    for line in lines:
+        m = _FENCE.match(line)
+        if m:
+            marker = m.group(1)
+            if fence is None:
+                fence = marker[0] * len(marker)
+            elif marker.startswith(fence):
+                fence = None
+            yield line, True
+            continue
+        yield line, fence is not None
 
 
 _FENCED = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,}).*?^[ \t]{0,3}\1[ \t]*$", re.S | re.M)

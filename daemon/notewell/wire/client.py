@@ -4,7 +4,7 @@ Runs once per keystroke, so it imports only what the interpreter has already loa
 ``_socket`` (``socket`` pulls in ``enum`` and ``selectors``: several milliseconds) and
 notewell's import-free ``paths`` and ``protocol``; not even ``os`` (1.2 ms) or
 ``__future__``. The daemon sends Alfred JSON ready to print, and remembers the query for
-the stale-Enter guard. Any failure becomes one Alfred item (``alfred.message_feedback``,
+the stale-Enter guard. Any failure becomes one Alfred item (``messages.message_feedback``,
 imported only then) that says what happened and what to do; never a traceback, never a
 blank list.
 """
@@ -92,11 +92,9 @@ def alfred_output(query: str) -> str:
 
 
 def _message(title: str, subtitle: str = "", **kw) -> str:
-    from notewell.launcher import (
-        alfred,  # only here: the normal path prints the daemon's JSON as is
-    )
+    from notewell.wire import messages  # only here: the normal path prints the daemon's JSON
 
-    return alfred.message_feedback(title, subtitle, **kw)
+    return messages.message_feedback(title, subtitle, **kw)
 
 
 def main(argv: list[str] | None = None) -> int:
