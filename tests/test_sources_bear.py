@@ -58,7 +58,9 @@ def test_layouts_index_visible_notes_only(tmp_path, schema, join, journal):
     fx = build(str(tmp_path / "Application Data" / "database.sqlite"), schema, journal)
     src = bear(fx.path)
     assert uuids(src) == VISIBLE  # trashed, encrypted, permanently deleted are skipped
-    assert src._schema.join_table == join
+    conn = sqlite3.connect(f"file:{fx.path}?mode=ro", uri=True)
+    assert detect_schema(conn, fx.path).join_table == join
+    conn.close()
     for uuid in (TRASHED, ENCRYPTED, GONE):
         assert src.load(f"bear:{uuid}") is None
     note = src.load(f"bear:{SOURDOUGH}")
@@ -165,7 +167,8 @@ def test_database_is_byte_identical_after_indexing_and_syncing(tmp_path, journal
     assert src.change_token() == src.change_token()
     again = syncer.sync(src)
     assert again.unchanged == 4 and not again.changed
-    # Writing through our connection is refused outright.
+    # Writing through our connection is refused outright (only the private connection
+    # itself can show it: nothing public writes).
     with pytest.raises(sqlite3.OperationalError):
         src._conn.execute("UPDATE ZSFNOTE SET ZTITLE = 'x'")
     src.close()
