@@ -1,5 +1,6 @@
 """Helpers for the reliability tests: a daemon in this process (so timeouts and hooks can
-be patched), raw socket exchanges, a generated corpus and index checks."""
+be patched), raw socket exchanges, a generated corpus and index checks; and a fake clock,
+which the watcher and response-cache tests use too."""
 
 from __future__ import annotations
 
@@ -29,6 +30,24 @@ WORDS = (
     "nectar", "oyster", "pepper", "quartz", "saffron", "thistle", "umber", "velvet", "willow",
     "yarrow", "zephyr", "anchor", "bramble", "cobalt", "dune",
 )
+
+
+class FakeClock:
+    """A ``Clock`` (``notewell.ingest.watch``) that moves only when told to: debounce,
+    backoff, lag and expiry are tested by advancing it, never by waiting them out."""
+
+    def __init__(self, wall: float = 1_700_000_000.0) -> None:
+        self._wall = wall
+        self._elapsed = 0.0
+
+    def monotonic(self) -> float:
+        return 1_000.0 + self._elapsed
+
+    def time(self) -> float:
+        return self._wall + self._elapsed
+
+    def advance(self, seconds: float) -> None:
+        self._elapsed += seconds
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ from helpers import (
     write_notes,
 )
 from notewell import config
-from notewell.serve import daemon
+from notewell.serve import transport
 from notewell.wire import paths, protocol
 from reliability_helpers import ask, connect, inproc_daemon, read_reply
 
@@ -35,8 +35,8 @@ def test_socket_is_0600_by_umask_not_by_a_later_chmod(home, monkeypatch):
     # With chmod disabled, only the umask in force at bind() can make the socket private:
     # there is no moment at which another user could connect to a wider one.
     paths.ensure_private_dir(paths.runtime_dir())
-    monkeypatch.setattr(daemon.os, "chmod", lambda *a, **k: None)
-    sock = daemon.bind_socket(paths.socket_path())
+    monkeypatch.setattr(transport.os, "chmod", lambda *a, **k: None)
+    sock = transport.bind_socket(paths.socket_path())
     try:
         mode = stat.S_IMODE(os.stat(paths.socket_path()).st_mode)
         assert mode == 0o600, oct(mode)
@@ -66,7 +66,7 @@ def test_connections_from_another_uid_are_closed_unanswered(home, notes_dir, mon
         assert ask("ping")["ok"]
         for uid in (os.getuid() + 1, -1, None):  # another user; kernel refused; unknown OS
             with monkeypatch.context() as patch:
-                patch.setattr(daemon, "peer_uid", lambda conn, uid=uid: uid)
+                patch.setattr(transport, "peer_uid", lambda conn, uid=uid: uid)
                 s = connect()
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     s.sendall(protocol.frame(protocol.packb(protocol.request("ping"))))
@@ -299,17 +299,17 @@ def test_a_socket_folder_another_user_could_swap_is_refused(tmp_path):
     shared.mkdir()
     shared.chmod(0o777)  # like /tmp without its sticky bit
     with pytest.raises(PermissionError, match="writable by every user"):
-        daemon.check_parent(str(shared / "run"))
+        transport.check_parent(str(shared / "run"))
     out = subprocess.run(notewell_command("serve"), capture_output=True,
                          timeout=30, env={**subprocess_env(shared),  # home = shared
                                           "PYTHONPATH": str(REPO / "daemon")})
     assert out.returncode == 1 and b"writable by every user" in out.stderr
     assert b"Traceback" not in out.stderr
     shared.chmod(0o1777)  # with the sticky bit (as /tmp has) others cannot rename our entries
-    daemon.check_parent(str(shared / "run"))
+    transport.check_parent(str(shared / "run"))
     if os.getuid() == 0:
         foreign = tmp_path / "foreign"
         foreign.mkdir()
         os.chown(foreign, 65534, 65534)
         with pytest.raises(PermissionError, match="owned by uid 65534"):
-            daemon.check_parent(str(foreign / "run"))
+            transport.check_parent(str(foreign / "run"))

@@ -303,7 +303,11 @@ def test_full_rebuilds_beside_the_live_index_while_queries_keep_answering(home, 
             out = subprocess.run(notewell_command("index", "--rebuild", "--quiet"),
                                  env=env, capture_output=True, timeout=60)
             assert out.returncode == 0, out.stderr.decode()
-            time.sleep(0.4)  # the daemon switches within a poll
+            published = store.current_path(str(home / "index"))
+            deadline = time.monotonic() + 10  # it switches within a poll; polled, not slept
+            while d.ask("status")["result"]["index_path"] != published:
+                assert time.monotonic() < deadline, "the daemon kept the replaced index"
+                time.sleep(0.05)
         stop.set()
         for t in threads:
             t.join()

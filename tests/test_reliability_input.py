@@ -18,7 +18,7 @@ from helpers import run_client, write_notes
 from notewell import config
 from notewell.engine import Engine
 from notewell.model.fake import FakeEmbedder
-from notewell.serve import daemon
+from notewell.serve import transport
 from notewell.sources import markdown as markdown_source
 from notewell.wire import protocol
 from reliability_helpers import (
@@ -159,13 +159,13 @@ def test_a_client_sending_one_byte_per_second_delays_nobody_and_is_cut_off(serve
     slow.join()
     assert max(latencies) < 0.5, max(latencies)
     assert outcome["reply"]["error"]["code"] == "timeout"
-    assert outcome["after"] < daemon.FRAME_TIMEOUT + 2
+    assert outcome["after"] < transport.FRAME_TIMEOUT + 2
     print(f"{len(latencies)} searches beside a 1 byte/s client: max {max(latencies) * 1e3:.0f} "
           f"ms; the slow client was cut off after {outcome['after']:.1f} s")
 
 
 def test_an_idle_connection_is_closed(served, monkeypatch):
-    monkeypatch.setattr(daemon, "IDLE_TIMEOUT", 0.3)
+    monkeypatch.setattr(transport, "IDLE_TIMEOUT", 0.3)
     s = connect()
     start = time.monotonic()
     assert s.recv(10) == b""  # closed by the daemon, without a request
@@ -195,7 +195,7 @@ def test_two_hundred_simultaneous_connections_are_served_or_refused_never_left(s
 
 
 def test_idle_connections_holding_every_slot_get_busy_then_are_released(served):
-    held = [connect() for _ in range(daemon.MAX_CONNECTIONS)]
+    held = [connect() for _ in range(transport.MAX_CONNECTIONS)]
     time.sleep(0.2)
     extra = exchange(protocol.frame(protocol.packb(protocol.request("ping"))))
     assert extra["error"]["code"] == "busy" and "retry" in extra["error"]["message"]

@@ -1,10 +1,16 @@
 """Change detection: file-system events and polling, Bear's change token, debouncing, and
-the daemon applying edits on its own within seconds, with a hint when it falls behind."""
+the daemon applying edits on its own within seconds, with a hint when it falls behind.
+Debounce, backoff, lag and index retirement run on a fake clock: nothing here waits out a
+time window; only real file events and a real daemon are polled for."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,10 +19,14 @@ from helpers import start_daemon, write_notes
 from notewell import config
 from notewell.config import Config, SourceConfig
 from notewell.engine import Engine
+from notewell.engine import rebuild as rebuild_beside
+from notewell.ingest.sync import SyncReport
 from notewell.ingest.watch import ChangeWatcher, relevant_path, scan_digest
 from notewell.model.fake import FakeEmbedder
+from notewell.serve.background import Background
 from notewell.serve.daemon import Daemon
 from notewell.sources import open_source
+from reliability_helpers import FakeClock
 
 
 def wait_for(predicate, timeout: float = 5.0, step: float = 0.05):
@@ -50,57 +60,96 @@ def test_relevant_paths():
 
 
 def test_polling_sees_changes_and_debounces(folder):
-    w = ChangeWatcher([md_source(folder)], use_events=False, debounce=0.2, poll_seconds=0.1)
+    clock = FakeClock()  # steps are binary fractions, so the comparisons are exact
+    w = ChangeWatcher([md_source(folder)], use_events=False, debounce=0.25, poll_seconds=0.125,
+                      token_seconds=0.02, clock=clock)
     w.start()
     try:
         assert w.mode == {"notes": "polling"}
         w.check_now()
         assert w.dirty_since() == {}  # the baseline is not a change
         (folder / "c.md").write_text("# C\n")
+        clock.advance(0.125)  # the next scan is due: the poller finds the new note
         assert wait_for(lambda: "notes" in w.dirty_since(), 3)
-        assert wait_for(lambda: w.take_due(), 3)
+        assert w.take_due() == {}  # not quiet for `debounce` yet
+        clock.advance(0.25)
+        assert w.take_due()
         assert w.dirty_since() == {}  # taken: no longer dirty
     finally:
         w.stop()
 
 
 def test_debounce_and_max_delay(folder):
-    w = ChangeWatcher([md_source(folder)], use_events=False, debounce=0.3, max_delay=0.6)
+    clock = FakeClock()
+    w = ChangeWatcher([md_source(folder)], use_events=False, debounce=0.25, max_delay=0.5,
+                      clock=clock)
     w.mark("notes")
-    assert w.take_due() == {} and 0.0 < w.next_due_in() <= 0.3
-    deadline = time.monotonic() + 0.9
-    due = {}
-    while time.monotonic() < deadline and not due:  # a burst of saves, every 0.1 s
+    assert w.take_due() == {} and 0.0 < w.next_due_in() <= 0.25
+    due, waited = {}, 0.0
+    while waited < 0.75 and not due:  # a burst of saves, every 0.125 s
         w.mark("notes")
-        time.sleep(0.1)
+        clock.advance(0.125)
+        waited += 0.125
         due = w.take_due()
     assert "notes" in due  # max_delay cut the burst short
+    assert waited == 0.5  # exactly max_delay after the first change
     assert w.next_due_in() is None
     w.force()
     assert w.next_due_in() == 0.0 and set(w.take_due()) == {"notes"}
-    w.mark_later(["notes"], 0.3)
+    w.mark_later(["notes"], 0.25)
     assert w.take_due() == {} and "notes" in w.dirty_since()
-    time.sleep(0.35)
+    assert w.next_due_in() == 0.25
+    clock.advance(0.125)
+    assert w.take_due() == {}
+    clock.advance(0.125)
     assert set(w.take_due()) == {"notes"}
+
+
+def test_debounce_waits_for_a_quiet_spell_and_says_when_it_ends(folder):
+    clock = FakeClock()
+    w = ChangeWatcher([md_source(folder)], use_events=False, debounce=1.0, max_delay=10.0,
+                      clock=clock)
+    first_seen = clock.time()
+    w.mark("notes")
+    clock.advance(0.75)
+    w.mark("notes")  # another save: the quiet second starts again
+    assert w.next_due_in() == 1.0
+    clock.advance(0.875)
+    assert w.take_due() == {} and w.next_due_in() == 0.125
+    clock.advance(0.125)
+    assert w.take_due() == {"notes": first_seen}  # with when its first change was seen
+    assert w.dirty_since() == {} and w.next_due_in() is None
 
 
 def test_file_system_events(folder):
     pytest.importorskip("watchdog")
-    w = ChangeWatcher([md_source(folder)], use_events=True, debounce=0.1,
-                      poll_seconds=3600, rescan_seconds=3600)
+    clock = FakeClock()
+    w = ChangeWatcher([md_source(folder)], use_events=True, debounce=0.125,
+                      poll_seconds=3600, rescan_seconds=3600, clock=clock)
+    marks: list[tuple[dict, str]] = []  # each change: what was dirty when it came, and why
+    mark = w.mark
+
+    def recording_mark(name: str, why: str = "") -> None:
+        marks.append((w.dirty_since(), why))
+        mark(name, why)
+
+    w.mark = recording_mark
     w.start()
     try:
         assert w.mode == {"notes": "events"}
         (folder / "notes.txt").write_text("not a note")
         (folder / ".obsidian" / "workspace.json").write_text("{}")
         (folder / "a.md").read_text()  # our own reads must not look like changes
-        time.sleep(0.5)
-        assert w.dirty_since() == {}
         (folder / "sub" / "b.md").write_text("# B\n\nedited\n")
         assert wait_for(lambda: "notes" in w.dirty_since(), 3)
-        w.take_due()
+        # Events arrive in order: all of the above had been handled, and none of them
+        # marked anything, when the edit of b.md did.
+        assert marks[0][0] == {} and marks[0][1].endswith("b.md")
+        clock.advance(0.125)
+        assert set(w.take_due()) == {"notes"}
         (folder / "sub").rename(folder / "moved")
         assert wait_for(lambda: "notes" in w.dirty_since(), 3)
+        assert wait_for(lambda: any(why.startswith("moved ") for _, why in marks), 3)
     finally:
         w.stop()
 
@@ -112,7 +161,7 @@ def test_bear_change_token(tmp_path):
     w.start()
     try:
         assert w.mode == {"bear": "token"}
-        time.sleep(0.2)
+        w.check_now()  # the token read again, unchanged: no change
         assert w.dirty_since() == {}
         fx.add_tag("A1B2C3D4-0002-4000-8000-000000000002", "terminal")
         assert wait_for(lambda: "bear" in w.dirty_since(), 3)
@@ -131,8 +180,9 @@ def test_lag_hint_in_search_results(tmp_path, folder):
     cfg = Config(sources=(SourceConfig("notes", "markdown", str(folder)),))
     engine = Engine(cfg, embedder=FakeEmbedder(), index_dir=str(tmp_path / "idx"))
     engine.sync()
-    d = Daemon(cfg, engine_factory=lambda c: engine)
-    d.engine, d.state = engine, "ready"
+    clock = FakeClock()
+    d = Daemon(cfg, engine_factory=lambda c: engine, clock=clock)
+    assert d.background.start_engine() and d.state == "ready"
     try:
         def search(fmt: str) -> dict:
             reply = d.handle({"op": "search", "query": "alpha", "format": fmt})
@@ -141,24 +191,136 @@ def test_lag_hint_in_search_results(tmp_path, folder):
 
         assert json.loads(search("alfred")["alfred"])["items"][0]["title"] == "A"
         assert "behind" not in search("json")
-        d.behind["notes"] = time.time() - 20  # recent: no hint yet
+        # A sync stopped with changes left unapplied: the index lags from now on.
+        d.background.note_reports([SyncReport("notes", pending=2)])
+        clock.advance(20)  # recent: no hint yet
         assert json.loads(search("alfred")["alfred"])["items"][0]["title"] == "A"
-        d.behind["notes"] = time.time() - 185
+        clock.advance(165)
         items = json.loads(search("alfred")["alfred"])["items"]
         assert items[0]["title"] == "Index is 3 minutes behind" and not items[0]["valid"]
         assert items[1]["title"] == "A"
-        d.errors["notes"] = "database is locked"
+        d.background.note_reports([SyncReport("notes", error="database is locked")])
         items = json.loads(search("alfred")["alfred"])["items"]
         assert "keeps failing: database is locked" in items[0]["subtitle"]
         assert search("json")["behind"]["minutes"] == 3
         status = d.handle({"op": "status"})["result"]
         assert status["behind"] == {"minutes": 3, "sources": ["notes"]}
         # A successful sync clears it.
-        d._note_reports(engine.sync())
-        assert d.lag() is None and d.errors == {}
+        d.background.note_reports(engine.sync())
+        assert d.lag() is None and d.background.errors == {}
     finally:
-        d._pool.shutdown()
+        d.shutdown()
+
+
+@contextlib.contextmanager
+def stepped_background(tmp_path: Path, folder: Path, clock: FakeClock,
+                       **options) -> Iterator[Background]:
+    """The daemon's background loop with its first sync done, stepped by the test (as its
+    thread would be when woken) on a fake clock."""
+    cfg = Config(sources=(SourceConfig("notes", "markdown", str(folder)),))
+    engine = Engine(cfg, embedder=FakeEmbedder(), index_dir=str(tmp_path / "idx"))
+    bg = Background(lambda: engine, threading.Event(), use_events=False, clock=clock, **options)
+    assert bg.start_engine()
+    bg.start_watching()
+    assert bg.watcher is not None
+    try:
+        bg.request_sync()
+        bg.step()
+        yield bg
+    finally:
+        bg.watcher.stop()
         engine.close()
+
+
+def test_the_loop_syncs_a_change_once_it_has_been_quiet_for_the_debounce(tmp_path, folder):
+    clock = FakeClock()
+    with stepped_background(tmp_path, folder, clock, poll_seconds=5.0, debounce=1.0) as bg:
+        assert [r["added"] for r in bg.last_reports] == [2]
+        first = bg.last_reports
+        assert bg.next_wait() == 5.0  # nothing pending: sleep a poll
+        (folder / "c.md").write_text("# C\n\ngamma\n")
+        bg.watcher.check_now()
+        assert bg.next_wait() == 1.0
+        clock.advance(0.75)
+        bg.step()
+        assert bg.last_reports is first  # not quiet for a second yet: no sync
+        (folder / "c.md").write_text("# C\n\ngamma delta\n")
+        bg.watcher.check_now()  # another save: the quiet second starts again
+        clock.advance(0.75)
+        bg.step()
+        assert bg.last_reports is first and bg.next_wait() == 0.25
+        clock.advance(0.25)
+        bg.step()
+        assert [(r["added"], r["updated"]) for r in bg.last_reports] == [(1, 0)]
+        assert bg.next_wait() == 5.0 and bg.lag() is None
+
+
+def test_failing_syncs_back_off_and_show_as_lag_after_a_minute(tmp_path, folder):
+    clock = FakeClock()
+    with stepped_background(tmp_path, folder, clock, poll_seconds=5.0) as bg:
+        engine = bg.engine
+        tries: list[float] = []
+
+        def locked(**_):
+            tries.append(clock.monotonic() - start)
+            raise RuntimeError("database is locked")
+
+        engine.sync = locked
+        start = clock.monotonic()
+        bg.request_sync()
+        bg.step()
+        assert tries == [0.0] and bg.errors == {"notes": "RuntimeError: database is locked"}
+        lags = []
+        for delay in (5.0, 10.0, 20.0, 40.0, 60.0, 60.0):  # doubling, at most a minute
+            assert bg.watcher.next_due_in() == delay
+            clock.advance(delay - 0.5)
+            bg.step()
+            assert len(tries) == len(lags) + 1  # not due yet
+            clock.advance(0.5)
+            bg.step()
+            assert len(tries) == len(lags) + 2
+            lags.append(bg.lag())
+        assert tries == [0.0, 5.0, 15.0, 35.0, 75.0, 135.0, 195.0]
+        assert lags[:3] == [None, None, None]  # under a minute behind: no hint
+        error = ("notes", "RuntimeError: database is locked")
+        assert lags[3:] == [{"minutes": m, "sources": ["notes"], "error": error}
+                            for m in (1, 2, 3)]
+        del engine.sync  # the source works again
+        clock.advance(60.0)
+        bg.step()
+        assert [r["error"] for r in bg.last_reports] == [None]
+        assert bg.errors == {} and bg.lag() is None and bg.watcher.next_due_in() is None
+        engine.sync = locked  # a new failure starts the backoff over
+        bg.request_sync()
+        bg.step()
+        assert bg.watcher.next_due_in() == 5.0
+
+
+def test_a_rebuilt_index_is_switched_to_and_the_old_one_closed_30_s_later(tmp_path, folder):
+    clock = FakeClock()
+    with stepped_background(tmp_path, folder, clock) as bg:
+        engine = bg.engine
+        old = engine.index
+        newer, _ = rebuild_beside(engine.sources, FakeEmbedder(), engine.chunker,
+                                  engine.index_dir)
+        closed: list[float] = []
+        close = old.close
+
+        def recording_close() -> None:
+            closed.append(clock.monotonic())
+            close()
+
+        old.close = recording_close
+        bg.step()  # nothing due: it looks for a newer generation
+        assert engine.index.path == newer and engine.index is not old
+        assert os.path.exists(old.path)  # a query may still be running on the old file
+        clock.advance(30.0)
+        bg.step()
+        assert not closed and os.path.exists(old.path)
+        clock.advance(0.125)
+        bg.step()
+        assert closed and not os.path.exists(old.path)
+        assert bg.state == "ready"
 
 
 @pytest.fixture

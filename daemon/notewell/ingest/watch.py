@@ -15,6 +15,9 @@ A change marks its source dirty; a dirty source is *due* once it has been quiet 
 daemon asks ``next_due_in`` how long to sleep and ``take_due`` what to sync; ``force``
 makes every source due now (``notewell sync``). ``dirty_since`` says since when each
 source has had changes that nobody has picked up, for the "index is behind" hint.
+
+Every timing decision reads a ``Clock`` (``SYSTEM_CLOCK`` unless one is passed in), so tests
+drive debounce and ``max_delay`` with a fake clock instead of waiting them out.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from notewell.sources import Source, SourceError
 
@@ -32,6 +36,25 @@ log = logging.getLogger(__name__)
 
 NOTE_SUFFIXES = (".md", ".markdown")
 IGNORED_PARTS = (f"{os.sep}.git{os.sep}", f"{os.sep}.hg{os.sep}", f"{os.sep}node_modules{os.sep}")
+
+
+class Clock(Protocol):
+    """Where the watcher and the daemon's background loop read the time."""
+
+    def monotonic(self) -> float: ...  # for intervals: debounce, backoff, delays
+
+    def time(self) -> float: ...  # wall clock, for people: since when an index lags
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def time(self) -> float:
+        return time.time()
+
+
+SYSTEM_CLOCK: Clock = SystemClock()
 
 
 def scan_digest(source: Source) -> str:
@@ -61,7 +84,8 @@ class ChangeWatcher:
     def __init__(self, sources: Iterable[Source], *, debounce: float = 1.0,
                  max_delay: float = 10.0, poll_seconds: float = 5.0,
                  token_seconds: float = 1.0, rescan_seconds: float = 300.0,
-                 use_events: bool = True, on_change: Callable[[], None] | None = None) -> None:
+                 use_events: bool = True, on_change: Callable[[], None] | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.sources = {s.name: s for s in sources}
         self.debounce = debounce
         self.max_delay = max_delay
@@ -70,6 +94,7 @@ class ChangeWatcher:
         self.rescan_seconds = rescan_seconds
         self.use_events = use_events
         self.on_change = on_change or (lambda: None)
+        self.clock = clock
         self._lock = threading.Lock()
         self._dirty_since: dict[str, float] = {}  # wall clock, for people
         self._first: dict[str, float] = {}  # monotonic, for max_delay
@@ -90,7 +115,7 @@ class ChangeWatcher:
     def start(self) -> None:
         """Take baselines now (so a change made while the first sync runs is not folded
         into them), start file-system events where available, then the poller."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         for name, src in self.sources.items():
             token = src.change_token()
             if token is not None:
@@ -188,10 +213,10 @@ class ChangeWatcher:
         """Record that source ``name`` may have changed now."""
         if name not in self.sources:
             return
-        now = time.monotonic()
+        now = self.clock.monotonic()
         with self._lock:
             if name not in self._dirty_since:
-                self._dirty_since[name] = time.time()
+                self._dirty_since[name] = self.clock.time()
                 self._first[name] = now
                 log.debug("change in %s: %s", name, why)
             self._last[name] = now
@@ -199,12 +224,12 @@ class ChangeWatcher:
 
     def mark_later(self, names: Iterable[str], delay: float) -> None:
         """Make these sources due in ``delay`` seconds (a retry after a failed sync)."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         with self._lock:
             for name in names:
                 if name not in self.sources:
                     continue
-                self._dirty_since.setdefault(name, time.time())
+                self._dirty_since.setdefault(name, self.clock.time())
                 self._first.setdefault(name, now)
                 # Due when quiet for `debounce`: pretend the last change is that far ahead.
                 self._last[name] = max(self._last.get(name, now), now + delay - self.debounce)
@@ -218,7 +243,7 @@ class ChangeWatcher:
 
     def check_now(self) -> None:
         """Poll every token and digest once, on the caller's thread (for tests)."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         for name in list(self.sources):
             self._check(name, now, digest=True)
 
@@ -228,7 +253,7 @@ class ChangeWatcher:
             self._poke.clear()
             if self._stop.is_set():
                 return
-            now = time.monotonic()
+            now = self.clock.monotonic()
             for name in list(self.sources):
                 try:
                     self._check(name, now, digest=now >= self._next_digest.get(name, float("inf")))
@@ -264,7 +289,7 @@ class ChangeWatcher:
 
     def next_due_in(self) -> float | None:
         """Seconds until some dirty source is due (0 when one is), ``None`` if none is dirty."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         with self._lock:
             if self._forced:
                 return 0.0
@@ -275,8 +300,8 @@ class ChangeWatcher:
     def take_due(self) -> dict[str, float]:
         """The sources due for a sync, each with the time (wall clock) of its first
         unsynced change; they are no longer dirty (a later change marks them again)."""
-        now = time.monotonic()
-        wall = time.time()
+        now = self.clock.monotonic()
+        wall = self.clock.time()
         with self._lock:
             due = {n: self._dirty_since.get(n, wall) for n in self.sources
                    if self._is_due(n, now)}

@@ -1,5 +1,8 @@
 """The resident daemon: socket transport, one handler per op, the background sync loop.
 
-Owns ``daemon`` and ``response_cache``. May import ``engine`` and everything below it,
-``launcher.alfred`` (it renders Alfred's JSON) and ``wire``; never ``ops`` or ``cli``.
+Owns ``transport`` (socket, lock, frames, peer check, limits), ``handlers`` (one per op,
+with the prepared answers of ``response_cache``), ``background`` (engine start, watcher,
+debounce, backoff, lag, index generations, on an injectable clock) and ``daemon`` (the
+three wired together, and ``notewell serve``). May import ``engine`` and everything below
+it, ``launcher.alfred`` (it renders Alfred's JSON) and ``wire``; never ``ops`` or ``cli``.
 """

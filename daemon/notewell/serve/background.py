@@ -1,0 +1,326 @@
+"""The daemon's background thread: the engine's start, then keeping the index in sync.
+
+Owns the engine's states (``starting``, ``warming``, ``ready``, ``rebuilding`` after a
+damaged index was moved aside, ``error``), the ``ChangeWatcher`` and its debounce, sync
+rounds (one writer: ``notewell sync --wait`` waits for a round rather than syncing itself),
+the retry backoff of failing sources, the lag behind the sources (``lag``, shown once it
+exceeds ``BEHIND_AFTER``), and switching to a newer index generation, with the replaced
+index closed ``RETIRED_FOR`` seconds later. Every time it reads comes from an injectable
+``Clock``, so tests drive debounce, backoff, lag and retirement with a fake one; the thread
+itself only runs ``step`` whenever the watcher, a request or ``poll_seconds`` wakes it.
+
+May import ``engine`` and what is below it (``index``, ``ingest``, ``memory``); nothing
+else of ``serve``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterable
+
+from notewell.engine import Engine
+from notewell.index import store
+from notewell.index.database import Index, IndexProblem
+from notewell.ingest.sync import SyncReport
+from notewell.ingest.watch import SYSTEM_CLOCK, ChangeWatcher, Clock
+from notewell.memory import release_memory
+
+log = logging.getLogger(__name__)
+
+BEHIND_AFTER = 60.0  # seconds of unapplied changes (or failing syncs) before results say so
+RETIRED_FOR = 30.0  # seconds a replaced index stays open for queries that started on it
+MAX_RETRY_DELAY = 60.0  # the longest a failing source waits for its next try
+
+
+class SyncError(Exception):
+    """A sync someone waited for did not happen; ``code`` is the error reply's code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Background:
+    def __init__(self, make_engine: Callable[[], Engine], stop_event: threading.Event, *,
+                 poll_seconds: float = 5.0, debounce: float = 1.0, use_events: bool = True,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        self.make_engine = make_engine
+        self.stop_event = stop_event
+        self.poll_seconds = poll_seconds
+        self.debounce = debounce
+        self.use_events = use_events
+        self.clock = clock
+        self.engine: Engine | None = None
+        self.state = "starting"
+        self.problem: str | None = None
+        self.watcher: ChangeWatcher | None = None
+        self.last_reports: list[dict] = []
+        # Per source: since when (wall clock) the index has lagged it (changes taken for a
+        # sync that has not succeeded yet, or failing syncs), and the last sync error.
+        self.behind: dict[str, float] = {}
+        self.errors: dict[str, str] = {}
+        self._failures: dict[str, int] = {}
+        self.sync_now = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._retired: list[tuple[float, Index]] = []  # replaced indexes, closed later
+        # Rounds of sync: `sync --wait` waits for one that starts after it asked, so the
+        # index has one writer and the request holds no worker meanwhile.
+        self._rounds = threading.Condition()
+        self._round_started = 0
+        self._round_done = 0
+
+    # -- the thread -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name="notewell-sync", daemon=True)
+        self._thread.start()
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
+    def run(self) -> None:
+        if not self.start_engine():
+            return
+        assert self.engine is not None
+        # The in-memory vector copy loads in the background now, so the first keystroke
+        # does not pay for it (index.Index.warm_vectors).
+        with contextlib.suppress(Exception):
+            self.engine.index.warm_vectors()
+        # Baselines first, then one full sync: a change made during that sync is seen.
+        self.start_watching()
+        self._sync_once()
+        # The keyword copy after that first sync, not before: built earlier it would hold
+        # an index the sync is still changing (FTS5 answers meanwhile).
+        with contextlib.suppress(Exception):
+            self.engine.index.warm_keywords()
+        while not self.stop_event.is_set():
+            self.sync_now.wait(self.next_wait())
+            self.sync_now.clear()
+            if self.stop_event.is_set():
+                break
+            self.step()
+        if self.watcher is not None:
+            self.watcher.stop()
+
+    def start_engine(self) -> bool:
+        """Load the engine; False (with ``state`` "error" and the ``problem``) if it fails."""
+        try:
+            self.state = "warming"
+            self.engine = self.make_engine()
+            # A damaged index was moved aside for an empty one: say so until it is full.
+            self.state = "rebuilding" if self.engine.index.recovered_from else "ready"
+            log.info("engine ready: %s", self.engine.embedder.fingerprint())
+            return True
+        except IndexProblem as e:
+            self.state, self.problem = "error", str(e)
+            log.error("%s", e)
+        except Exception as e:  # keep answering, with the reason, rather than dying
+            self.state, self.problem = "error", f"{type(e).__name__}: {e}"
+            log.exception("engine failed to start")
+        return False
+
+    def start_watching(self) -> None:
+        assert self.engine is not None
+        self.watcher = ChangeWatcher(self.engine.sources, debounce=self.debounce,
+                                     poll_seconds=self.poll_seconds, use_events=self.use_events,
+                                     on_change=self.sync_now.set, clock=self.clock)
+        try:
+            self.watcher.start()
+            log.info("watching sources: %s", ", ".join(
+                f"{n} ({m})" for n, m in self.watcher.mode.items()) or "none")
+        except Exception:
+            log.exception("change detection failed to start; syncing every %.0f s",
+                          self.poll_seconds)
+            self.watcher = None
+
+    def next_wait(self) -> float:
+        """How long to sleep: until a debounced change is due or, at the latest,
+        ``poll_seconds``, to pick up a rebuilt index."""
+        wait = self.watcher.next_due_in() if self.watcher else None
+        return self.poll_seconds if wait is None else min(wait, self.poll_seconds)
+
+    def step(self) -> None:
+        """One wake-up's work: sync what is due, or else look for a newer index."""
+        assert self.engine is not None
+        # Hand back what queries freed: glibc keeps it per thread (bench/memory.py:
+        # 125 MB of 570 at 100k chunks under load); about 4 ms, at most every poll.
+        release_memory()
+        # Notes a change of the chunks, and rebuilds the keyword copy once they have
+        # been still for a while, even when nobody is searching.
+        with contextlib.suppress(Exception):
+            self.engine.index.keywords()
+        if self.watcher is None:
+            self._sync_once()
+            return
+        due = self.watcher.take_due()
+        if due:
+            self._sync_once(due)
+        else:
+            self._switch_generation()
+            self._close_retired()
+
+    def wake(self) -> None:
+        self.sync_now.set()
+
+    # -- syncs ----------------------------------------------------------------------------
+
+    def request_sync(self) -> None:
+        """Sync every source now, changed or not (``notewell sync``, SIGHUP)."""
+        if self.watcher is not None:
+            self.watcher.force()
+        self.sync_now.set()
+
+    def wait_for_sync(self) -> list[dict]:
+        """Ask for a sync of every source and wait until one that started after this call
+        has finished; returns its reports. Raises ``SyncError`` if it failed."""
+        with self._rounds:
+            target = self._round_started + 1
+        before = self.last_reports
+        self.request_sync()
+        with self._rounds:
+            while self._round_done < target:
+                if self.stop_event.is_set():
+                    raise SyncError("stopping", "notewell is stopping; the sync will "
+                                    "resume when it starts again")
+                thread = self._thread
+                if thread is None or not thread.is_alive():
+                    raise SyncError("unavailable", "the sync thread has stopped; see the "
+                                    "log, then restart the daemon")
+                self._rounds.wait(0.25)
+        if self.last_reports is before:
+            errors = "; ".join(f"{k}: {v}" for k, v in self.errors.items())
+            raise SyncError("sync_failed", errors or "the sync failed; see the log")
+        return self.last_reports
+
+    def _sync_once(self, due: dict[str, float] | None = None) -> None:
+        """Sync the sources ``due`` (name -> when its change was first seen), or all of
+        them (as of now)."""
+        engine = self.engine
+        assert engine is not None
+        reports_before = self._begin_round()
+        only = set(due) if due is not None else None
+        names = only if only is not None else {s.name for s in engine.sources}
+        now = self.clock.time()
+        for name in names:
+            first = (due or {}).get(name, now)
+            self.behind[name] = min(self.behind.get(name, first), first)
+        try:
+            self._switch_generation()
+            reports = engine.sync(should_stop=self.stop_event.is_set, only=only)
+            self.last_reports = [r.to_dict() for r in reports]
+            self.note_reports(reports)
+            for r in reports:
+                if r.changed or r.error:
+                    log.info("sync %s: +%d ~%d -%d, %d chunks embedded%s", r.source, r.added,
+                             r.updated, r.deleted, r.embedded,
+                             f", error: {r.error}" if r.error else "")
+        except Exception as e:
+            for name in names:
+                self.errors[name] = f"{type(e).__name__}: {e}"
+            log.exception("sync failed; will retry")
+            self._retry_later(names)
+        self._close_retired()
+        self._end_round(reports_before, complete=names >= {s.name for s in engine.sources})
+
+    def note_reports(self, reports: Iterable[SyncReport]) -> None:
+        """Record what a sync did: a failed source is retried later and lags from now on
+        (if not already), a stopped one lags, a successful one no longer does."""
+        for r in reports:
+            if r.error:
+                self.errors[r.source] = r.error
+                self.behind.setdefault(r.source, self.clock.time())
+                self._retry_later([r.source])
+            elif r.pending:
+                self.behind.setdefault(r.source, self.clock.time())
+            else:
+                self.errors.pop(r.source, None)
+                self.behind.pop(r.source, None)
+                self._failures.pop(r.source, None)
+
+    def _retry_later(self, names: Iterable[str]) -> None:
+        # Backoff: poll_seconds after the first failure, doubling up to 16 times that, and
+        # never more than MAX_RETRY_DELAY.
+        if self.watcher is None:
+            return
+        for name in names:
+            self._failures[name] = self._failures.get(name, 0) + 1
+            delay = min(MAX_RETRY_DELAY,
+                        self.poll_seconds * 2 ** min(self._failures[name] - 1, 4))
+            self.watcher.mark_later([name], delay)
+
+    def _begin_round(self) -> list[dict]:
+        with self._rounds:
+            self._round_started += 1
+        return self.last_reports
+
+    def _end_round(self, reports_before: list[dict], complete: bool) -> None:
+        # ``_sync_once`` replaces ``last_reports`` only when the sync ran to its end.
+        ran = self.last_reports is not reports_before
+        if (self.state == "rebuilding" and ran and complete and not self.stop_event.is_set()
+                and not any(r.get("pending") for r in self.last_reports)):
+            self.state = "ready"
+            log.info("index rebuilt after recovery")
+        with self._rounds:
+            self._round_done = self._round_started
+            self._rounds.notify_all()
+
+    # -- what the handlers report ----------------------------------------------------------
+
+    def lag(self) -> dict | None:
+        """How far behind its sources the index is, once that exceeds ``BEHIND_AFTER``:
+        ``minutes``, the ``sources`` concerned and the last ``error`` among them."""
+        since = dict(self.behind)
+        if self.watcher is not None:
+            for name, t in self.watcher.dirty_since().items():
+                since[name] = min(t, since.get(name, t))
+        now = self.clock.time()
+        late = {n: t for n, t in since.items() if now - t >= BEHIND_AFTER}
+        if not late:
+            return None
+        errors = {n: self.errors[n] for n in late if n in self.errors}
+        return {"minutes": int((now - min(late.values())) // 60),
+                "sources": sorted(late),
+                "error": next(iter(errors.items()), None)}
+
+    def rebuilding(self) -> dict | None:
+        """While a damaged index is being rebuilt: how far it got and where the damaged
+        file was moved; None otherwise."""
+        engine = self.engine
+        if self.state != "rebuilding" or engine is None:
+            return None
+        return {"notes": engine.index.counts()["notes"],
+                "moved_to": engine.index.recovered_from}
+
+    # -- index generations ----------------------------------------------------------------
+
+    def _switch_generation(self) -> None:
+        engine = self.engine
+        assert engine is not None
+        newer = engine.newer_generation()
+        if newer:
+            log.info("switching to rebuilt index %s", newer)
+            old = engine.index
+            # Queries may be running on the old file: it is closed (and deleted) later.
+            engine.reopen(newer, close_old=False)
+            self._retired.append((self.clock.monotonic(), old))
+
+    def _close_retired(self) -> None:
+        # Old index connections may still be in use by a query that started before the
+        # switch; they are closed a while later, when no query can still hold them.
+        now = self.clock.monotonic()
+        keep = []
+        closed = False
+        for when, index in self._retired:
+            if now - when > RETIRED_FOR:
+                with contextlib.suppress(Exception):
+                    index.close()
+                closed = True
+            else:
+                keep.append((when, index))
+        self._retired = keep
+        if closed and not keep and self.engine is not None:
+            with contextlib.suppress(OSError):
+                store.remove_old(self.engine.index_dir, keep=self.engine.index.path)

@@ -1,0 +1,213 @@
+"""What the daemon answers: one handler per op, and the dispatch of a request to it.
+
+Owns the ops (``ping``, ``status``, ``search``, ``similar``, ``sync``, ``stop``,
+``latest_query``), their argument checks (``RequestError`` becomes an error reply with its
+code), the protocol version check, the worker pool that runs the ops touching the index
+(the rest answer on the connection's thread), the prepared answers of the search handler
+(``response_cache``) and the newest query Alfred asked for (the stale-Enter guard). An op
+that fails unexpectedly is logged with its type and place, never with the query, unless
+``debug_log`` is set.
+
+May import ``engine`` and what is below it, ``launcher.alfred`` (it renders Alfred's JSON),
+``wire``, and of ``serve``: ``background`` (the engine and its state),
+``response_cache`` and ``transport.error_reply`` (the reply envelope).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import traceback
+from collections.abc import Callable
+from concurrent.futures import CancelledError, ThreadPoolExecutor
+
+from notewell import __version__
+from notewell.config import Config
+from notewell.engine import Engine
+from notewell.ingest.watch import SYSTEM_CLOCK, Clock
+from notewell.launcher import alfred
+from notewell.search.query import MAX_QUERY_CHARS
+from notewell.serve.background import Background, SyncError
+from notewell.serve.response_cache import ResponseCache
+from notewell.serve.transport import error_reply
+from notewell.wire import paths, protocol
+
+log = logging.getLogger(__name__)
+
+WORKERS = 4
+MAX_LIMIT = 200
+# Ops that touch no index: answered on the connection's thread, so a ping answers while
+# every worker is busy and `sync --wait` never holds a worker while it waits.
+INLINE_OPS = frozenset({"ping", "stop", "sync", "latest_query"})
+
+
+class RequestError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _arg(req: dict, name: str, kind: type, default):
+    value = req.get(name, default)
+    if (kind is int and isinstance(value, bool)) or not isinstance(value, kind):
+        raise RequestError("bad_args", f"'{name}' must be {kind.__name__}")
+    return value
+
+
+class Handlers:
+    def __init__(self, config: Config, background: Background,
+                 request_stop: Callable[[], None], clock: Clock = SYSTEM_CLOCK) -> None:
+        self.config = config
+        self.background = background
+        self.request_stop = request_stop
+        self.clock = clock
+        self.started = clock.time()
+        # The newest query an Alfred client asked for: the stale-Enter guard compares an
+        # actioned item's query with it (``launcher.alfred_actions``). Kept here rather
+        # than written by the client, which would cost every keystroke a file write.
+        self.latest_alfred_query: str | None = None
+        self._responses = ResponseCache(clock=clock)
+        self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="notewell-worker")
+        self.ops: dict[str, Callable[[dict], object]] = {
+            "ping": self.op_ping,
+            "status": self.op_status,
+            "search": self.op_search,
+            "similar": self.op_similar,
+            "sync": self.op_sync,
+            "stop": self.op_stop,
+            "latest_query": self.op_latest_query,
+        }
+
+    def answer(self, req: object) -> dict | None:
+        """The reply to one decoded request; None when the daemon is stopping."""
+        if isinstance(req, dict) and req.get("op") in INLINE_OPS:
+            return self.handle(req)
+        try:
+            return self._pool.submit(self.handle, req).result()
+        except (RuntimeError, CancelledError):  # the pool is shut down: we are stopping
+            return None
+
+    def shutdown(self) -> list[threading.Thread]:
+        """Take no more work; returns the workers, which may still be running a request."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        return list(getattr(self._pool, "_threads", ()))
+
+    def handle(self, req: object) -> dict:
+        if not isinstance(req, dict) or not isinstance(req.get("op"), str):
+            return error_reply("bad_request", "a request is a map with a string 'op'")
+        version = req.get("v", protocol.PROTOCOL_VERSION)
+        if version != protocol.PROTOCOL_VERSION:
+            return error_reply(
+                "version_mismatch",
+                f"the daemon speaks protocol {protocol.PROTOCOL_VERSION}, the client "
+                f"{version!r}: restart the daemon (`notewell agent restart`)")
+        handler = self.ops.get(req["op"])
+        if handler is None:
+            return error_reply("unknown_op", f"unknown op {req['op'][:40]!r}; "
+                               f"known: {', '.join(sorted(self.ops))}")
+        try:
+            return {"ok": True, "result": handler(req)}
+        except RequestError as e:
+            return error_reply(e.code, str(e))
+        except Exception as e:
+            # The message may quote the query or a note (an SQLite error does): it goes
+            # to the asking client only; the log gets the type and where it happened.
+            if self.config.debug_log:
+                log.exception("op %s failed", req["op"])
+            else:
+                where = "".join(traceback.format_tb(e.__traceback__, limit=-3))
+                log.error("op %s failed: %s at\n%s", req["op"], type(e).__name__, where)
+            return error_reply("internal", f"{type(e).__name__}: {e}")
+
+    def _ready_engine(self) -> Engine:
+        bg = self.background
+        if bg.state in ("ready", "rebuilding") and bg.engine is not None:
+            return bg.engine
+        if bg.state == "error":
+            raise RequestError("unavailable", bg.problem or "the engine failed to start")
+        raise RequestError("warming_up", "notewell is loading its model and index")
+
+    # -- ops --------------------------------------------------------------------------------
+
+    def op_ping(self, req: dict) -> dict:
+        return {"pong": True, "version": __version__, "protocol": protocol.PROTOCOL_VERSION,
+                "state": self.background.state, "pid": os.getpid()}
+
+    def op_status(self, req: dict) -> dict:
+        bg = self.background
+        base = {"state": bg.state, "problem": bg.problem, "pid": os.getpid(),
+                "uptime": round(self.clock.time() - self.started, 1), "version": __version__,
+                "socket": paths.socket_path(), "last_reports": bg.last_reports}
+        if bg.engine is not None:
+            base.update(bg.engine.status())
+            base["rebuilding"] = bg.rebuilding()
+            if bg.watcher is not None:
+                base["watching"] = bg.watcher.mode
+            lag = bg.lag()
+            base["behind"] = ({"minutes": lag["minutes"], "sources": lag["sources"]}
+                              if lag else None)
+        return base
+
+    def op_search(self, req: dict) -> dict:
+        query = _arg(req, "query", str, "")
+        limit = _arg(req, "limit", int, 20)
+        fmt = _arg(req, "format", str, "json")
+        mode = _arg(req, "mode", str, "hybrid")
+        if mode not in ("hybrid", "dense", "bm25"):
+            raise RequestError("bad_args", "mode must be hybrid, dense or bm25")
+        if fmt not in ("json", "alfred"):
+            raise RequestError("bad_args", "format must be json or alfred")
+        query = query[:MAX_QUERY_CHARS]
+        if fmt == "alfred":
+            self.latest_alfred_query = query
+        limit = max(1, min(limit, MAX_LIMIT))
+        engine = self._ready_engine()
+        lag = self.background.lag()
+        rebuilding = self.background.rebuilding()
+        # A repeated query on an unchanged index gets its prepared answer (response_cache).
+        key = (query, limit, mode, fmt, repr(lag), repr(rebuilding))
+        version = self._responses.version(engine.index.path)
+        cached = self._responses.get(key, version) if version else None
+        if cached is not None:
+            return cached
+        result = engine.search(query, limit=limit, mode=mode)
+        if self.config.debug_log:  # queries are private: logged only when asked for
+            log.info("search %r (%s): %d hits", query, mode, len(result.hits))
+        if fmt == "alfred":
+            out = {"alfred": alfred.results_feedback(result.hits, result.notices, query, lag,
+                                                     rebuilding=rebuilding)}
+        else:
+            out = result.to_dict()
+            if rebuilding:
+                out["rebuilding"] = rebuilding
+            if lag:
+                out["behind"] = {"minutes": lag["minutes"], "sources": lag["sources"],
+                                 "error": list(lag["error"]) if lag["error"] else None}
+        if version:
+            self._responses.put(key, version, out)
+        return out
+
+    def op_latest_query(self, req: dict) -> dict:
+        return {"query": self.latest_alfred_query}
+
+    def op_similar(self, req: dict) -> dict:
+        note_id = _arg(req, "note_id", str, "")
+        limit = max(1, min(_arg(req, "limit", int, 20), MAX_LIMIT))
+        hits = self._ready_engine().similar(note_id, limit)
+        return {"hits": [h.to_dict() for h in hits], "notices": []}
+
+    def op_sync(self, req: dict) -> dict:
+        self._ready_engine()
+        if _arg(req, "wait", bool, False):
+            # The background thread runs it: one writer, and no worker held meanwhile.
+            try:
+                return {"reports": self.background.wait_for_sync()}
+            except SyncError as e:
+                raise RequestError(e.code, str(e)) from None
+        self.background.request_sync()
+        return {"scheduled": True}
+
+    def op_stop(self, req: dict) -> dict:
+        threading.Timer(0.05, self.request_stop).start()
+        return {"stopping": True}

@@ -1,0 +1,274 @@
+"""The daemon's socket: who may connect, how requests arrive, and how replies leave.
+
+Owns the listening socket (0600 from the moment it is bound, in a 0700 folder whose parent
+nobody else can rename it in), the lock file that keeps a second daemon off the same home,
+the accept loop and the pipe that wakes it, one thread per connection checking the peer's
+uid and reading length-prefixed msgpack frames under deadlines and limits, and the reply
+envelope (``error_reply``). It knows nothing about ops: each decoded request goes to the
+``answer`` callable the daemon wires in, and whatever that returns is sent back.
+
+May import ``wire`` and nothing else of notewell.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import logging
+import os
+import selectors
+import socket
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+import msgpack
+
+from notewell.wire import paths, protocol
+
+log = logging.getLogger(__name__)
+
+MAX_CONNECTIONS = 64
+IDLE_TIMEOUT = 10.0  # seconds a connection may sit between requests
+FRAME_TIMEOUT = 2.0  # seconds from a request's first byte to its last, however it trickles
+
+# A decoded request -> its reply, or None to close the connection (the daemon is stopping).
+Answer = Callable[[object], dict | None]
+
+
+class AlreadyRunning(Exception):
+    pass
+
+
+def error_reply(code: str, message: str) -> dict:
+    return {"ok": False, "error": {"code": code, "message": message}}
+
+
+class Server:
+    def __init__(self, answer: Answer, stop_event: threading.Event) -> None:
+        self.answer = answer
+        self.stop_event = stop_event
+        self._listener: socket.socket | None = None
+        self._lock_fd: int | None = None
+        self._connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        # Written to by ``wake`` (signal-safe) to wake the accept loop at once: shutting a
+        # listening AF_UNIX socket down does not wake a waiting poll on Linux.
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+
+    def open(self) -> None:
+        """Take the lock and bind the socket."""
+        check_parent(paths.ensure_private_dir(paths.runtime_dir()))
+        self._lock_fd = acquire_lock(paths.lock_path())
+        self._listener = bind_socket(paths.socket_path())
+
+    def serve_forever(self) -> None:
+        """Accept until ``stop_event`` is set."""
+        assert self._listener is not None
+        self._listener.setblocking(False)
+        waiter = selectors.DefaultSelector()
+        waiter.register(self._listener, selectors.EVENT_READ)
+        waiter.register(self._wake_r, selectors.EVENT_READ)
+        while not self.stop_event.is_set():
+            waiter.select()
+            if self.stop_event.is_set():
+                break
+            try:
+                conn, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                continue  # the client gave up before we got to it
+            except OSError:
+                if self.stop_event.is_set():
+                    break
+                raise
+            conn.setblocking(True)
+            if not self._connections.acquire(blocking=False):
+                _refuse(conn, "busy", "too many connections; retry")
+                continue
+            threading.Thread(target=self._serve_connection, args=(conn,), daemon=True,
+                             name="notewell-conn").start()
+        waiter.close()
+
+    def wake(self) -> None:
+        """Wake the accept loop so it sees ``stop_event``; safe in a signal handler."""
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+        if self._listener is not None:
+            with contextlib.suppress(OSError):
+                self._listener.shutdown(socket.SHUT_RDWR)
+
+    def close_socket(self) -> None:
+        """Close and remove the socket, so clients see "not running" at once."""
+        if self._listener is not None:
+            with contextlib.suppress(OSError):
+                self._listener.close()
+            self._listener = None
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(paths.socket_path())
+
+    def release_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _serve_connection(self, conn: socket.socket) -> None:
+        try:
+            uid = peer_uid(conn)
+            if uid != os.getuid():
+                log.warning("refused a connection from uid %s", uid)
+                return
+            while not self.stop_event.is_set():
+                try:
+                    first = _recv_until(conn, 1, time.monotonic() + IDLE_TIMEOUT)
+                except (TimeoutError, OSError):
+                    return  # idle too long between requests
+                if not first:
+                    return  # closed between requests: the normal end
+                # A whole frame must follow its first byte within FRAME_TIMEOUT: a per-recv
+                # timeout would let a client holding a slot send one byte every few seconds.
+                deadline = time.monotonic() + FRAME_TIMEOUT
+                try:
+                    header = first + _recv_until(conn, protocol.HEADER_BYTES - 1, deadline,
+                                                 eof_ok=False)
+                    size = protocol.frame_length(header, protocol.MAX_REQUEST_BYTES)
+                    body = _recv_until(conn, size, deadline, eof_ok=False)
+                except protocol.ProtocolError as e:
+                    _refuse(conn, "bad_frame", str(e))
+                    return
+                except TimeoutError:
+                    _refuse(conn, "timeout",
+                            f"a request must arrive whole within {FRAME_TIMEOUT:g} s")
+                    return
+                except OSError:
+                    return
+                req, bad = decode_request(body)
+                reply = bad if bad is not None else self.answer(req)
+                if reply is None:
+                    return
+                try:
+                    conn.settimeout(IDLE_TIMEOUT)  # not what was left of the frame's time
+                    _send(conn, reply)
+                except OSError:
+                    return
+        finally:
+            with contextlib.suppress(OSError):
+                conn.close()
+            self._connections.release()
+
+
+def decode_request(body: bytes) -> tuple[object, dict | None]:
+    """(request, None), or (None, an error reply) for bytes that are not a message.
+    The limits bound what a hostile frame can make us allocate."""
+    try:
+        return msgpack.unpackb(body, raw=False, strict_map_key=True,
+                               max_str_len=protocol.MAX_REQUEST_BYTES, max_bin_len=0,
+                               max_array_len=1024, max_map_len=64), None
+    except Exception as e:
+        return None, error_reply("bad_message", f"not a msgpack message: {type(e).__name__}")
+
+
+def _recv_until(conn: socket.socket, n: int, deadline: float, eof_ok: bool = True) -> bytes:
+    """Exactly ``n`` bytes by ``deadline`` (``TimeoutError`` otherwise). End of stream
+    before the first byte returns b"" when ``eof_ok``; anywhere else it is a
+    ``ProtocolError``."""
+    buf = bytearray()
+    while len(buf) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        conn.settimeout(left)
+        data = conn.recv(min(n - len(buf), 1 << 16))
+        if not data:
+            if eof_ok and not buf:
+                return b""
+            raise protocol.ProtocolError("connection closed mid-frame")
+        buf += data
+    return bytes(buf)
+
+
+def _send(conn: socket.socket, reply: dict) -> None:
+    conn.sendall(protocol.frame(msgpack.packb(reply, use_bin_type=True)))
+
+
+def _refuse(conn: socket.socket, code: str, message: str) -> None:
+    with contextlib.suppress(OSError):
+        conn.settimeout(1.0)
+        _send(conn, error_reply(code, message))
+    with contextlib.suppress(OSError):
+        conn.close()
+
+
+def check_parent(path: str) -> None:
+    """Refuse a socket directory whose parent another user could rename it in (say a
+    ``/tmp/notewell-UID`` made by someone else): they could swap in their own socket."""
+    parent = os.path.dirname(os.path.abspath(path))
+    st = os.stat(parent)
+    # Group-writable is left alone: with per-user groups (umask 002) it is the norm.
+    if st.st_uid not in (os.getuid(), 0):
+        problem = f"owned by uid {st.st_uid}"
+    elif st.st_mode & 0o002 and not st.st_mode & 0o1000:  # anyone may write, no sticky bit
+        problem = "writable by every user"
+    else:
+        return
+    raise PermissionError(f"{parent}, which holds notewell's socket folder, is {problem}: "
+                          "fix or remove it, then start notewell again")
+
+
+def acquire_lock(path: str) -> int:
+    """An exclusive lock held for the daemon's life: a second daemon on the same home
+    fails here, with the running one's pid, instead of fighting over the socket."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+            raise
+        try:
+            pid = os.pread(fd, 32, 0).decode().strip() or "?"
+        except OSError:
+            pid = "?"
+        os.close(fd)
+        raise AlreadyRunning(
+            f"another notewell daemon (pid {pid}) is already serving {paths.home()}; "
+            "stop it first (`notewell agent stop` or kill it)") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
+def bind_socket(path: str) -> socket.socket:
+    """Bind with a umask that makes the socket 0600 from its first moment. We hold the
+    lock, so a socket file already there is a stale one from a crashed daemon."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        sock.bind(path)
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    sock.listen(1024)  # the kernel caps it (Linux somaxconn 4096, macOS 128)
+    return sock
+
+
+def peer_uid(conn: socket.socket) -> int | None:
+    """The connecting process's uid, from the kernel (SO_PEERCRED / LOCAL_PEERCRED);
+    -1 if the kernel would not say, None where we know no way to ask. Callers accept
+    only their own uid, so both of those are refused."""
+    try:
+        if hasattr(socket, "SO_PEERCRED"):
+            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                    struct.calcsize("3i"))
+            return struct.unpack("3i", creds)[1]
+        if sys.platform == "darwin" or sys.platform.startswith("freebsd"):
+            # struct xucred {u_int cr_version; uid_t cr_uid; short cr_ngroups; ...}
+            sol_local, local_peercred = 0, 0x001
+            creds = conn.getsockopt(sol_local, local_peercred, struct.calcsize("IIh16I"))
+            return struct.unpack_from("II", creds)[1]
+    except OSError:
+        return -1
+    return None
