@@ -33,7 +33,7 @@ WORDS = (
 
 
 class FakeClock:
-    """A ``Clock`` (``notewell.ingest.watch``) that moves only when told to: debounce,
+    """A ``Clock`` (``notewell.clock``) that moves only when told to: debounce,
     backoff, lag and expiry are tested by advancing it, never by waiting them out."""
 
     def __init__(self, wall: float = 1_700_000_000.0) -> None:

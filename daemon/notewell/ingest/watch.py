@@ -26,35 +26,15 @@ import hashlib
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Iterable
-from typing import Protocol
 
+from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.sources import Source, SourceError
 
 log = logging.getLogger(__name__)
 
 NOTE_SUFFIXES = (".md", ".markdown")
 IGNORED_PARTS = (f"{os.sep}.git{os.sep}", f"{os.sep}.hg{os.sep}", f"{os.sep}node_modules{os.sep}")
-
-
-class Clock(Protocol):
-    """Where the watcher and the daemon's background loop read the time."""
-
-    def monotonic(self) -> float: ...  # for intervals: debounce, backoff, delays
-
-    def time(self) -> float: ...  # wall clock, for people: since when an index lags
-
-
-class SystemClock:
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def time(self) -> float:
-        return time.time()
-
-
-SYSTEM_CLOCK: Clock = SystemClock()
 
 
 def scan_digest(source: Source) -> str:

@@ -20,11 +20,12 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 
+from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.engine import Engine
 from notewell.index import store
 from notewell.index.database import Index, IndexProblem
 from notewell.ingest.sync import SyncReport
-from notewell.ingest.watch import SYSTEM_CLOCK, ChangeWatcher, Clock
+from notewell.ingest.watch import ChangeWatcher
 from notewell.memory import release_memory
 
 log = logging.getLogger(__name__)

@@ -23,9 +23,9 @@ import time
 from collections.abc import Callable
 
 from notewell import __version__
+from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import Config
 from notewell.engine import Engine
-from notewell.ingest.watch import SYSTEM_CLOCK, Clock
 from notewell.memory import limit_heaps
 from notewell.serve.background import Background
 from notewell.serve.handlers import Handlers

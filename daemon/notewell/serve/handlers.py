@@ -23,9 +23,9 @@ from collections.abc import Callable
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 from notewell import __version__
+from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import Config
 from notewell.engine import Engine
-from notewell.ingest.watch import SYSTEM_CLOCK, Clock
 from notewell.launcher import alfred
 from notewell.search.query import MAX_QUERY_CHARS
 from notewell.serve.background import Background, SyncError

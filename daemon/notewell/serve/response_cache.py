@@ -14,7 +14,7 @@ long. Only the last 32 are kept: an Alfred answer of 20 items is about 60 KB of 
 up to four times that in memory as a Python string with non-Latin-1 characters (256
 entries cost the daemon 60 MB).
 
-May import ``index.stamp`` and the ``Clock`` of ``ingest.watch``; used by ``handlers``.
+May import ``index.stamp`` and ``clock``; used by ``handlers``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable
 
+from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.index.stamp import WriteStamp
-from notewell.ingest.watch import SYSTEM_CLOCK, Clock
 
 
 class ResponseCache:
