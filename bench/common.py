@@ -453,7 +453,7 @@ def index_corpus(home: Path, notes_dir: Path, embedder, progress: bool = True,
         engine = Engine(cfg, embedder=embedder, index_dir=str(home / "index"))
         try:
             engine.sync(progress=progress)
-            engine.index.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            engine.index.checkpoint()
             counts = engine.index.counts()
         finally:
             engine.close()
@@ -479,11 +479,12 @@ def env(**values: str) -> Iterator[None]:
 
 def all_vectors(index_path: str) -> tuple[np.ndarray, np.ndarray]:
     """(ids, vectors) of every stored vector, for exact search and for the peers."""
-    from notewell.index.database import connect
+    from notewell.index import sql
+    from notewell.index.schema import connect
 
     conn = connect(index_path)
     try:
-        rows = conn.execute("SELECT rowid, embedding FROM vectors").fetchall()
+        rows = sql.all_vectors(conn).fetchall()
     finally:
         conn.close()
     ids = np.array([r[0] for r in rows], dtype=np.int64)

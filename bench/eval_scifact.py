@@ -22,6 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "daemon"))
 
 import common
 from notewell.evaluation import runner as evaluate
+from notewell.evaluation.corpora import beir_index
+from notewell.evaluation.metrics import load_beir_queries
 
 DEFAULT_DATA = common.shared_data() / "scifact"
 LABELS = {
@@ -57,10 +59,10 @@ def main() -> int:
 
     embedder = default_embedder()
     start = time.monotonic()
-    index = evaluate.beir_index(str(data), embedder, progress=True)
+    index = beir_index(str(data), embedder, progress=True)
     index.close()
     indexed = time.monotonic() - start
-    queries = len(evaluate.load_beir_queries(str(data), args.split))
+    queries = len(load_beir_queries(str(data), args.split))
     start = time.monotonic()
     results = evaluate.run_beir(str(data), args.split, embedder)
     seconds = time.monotonic() - start

@@ -23,10 +23,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "daemon"))
 
 import common
+from notewell.evaluation import metrics
 from notewell.evaluation import runner as evaluate
+from notewell.evaluation.corpora import beir_index, folder_index
 from notewell.ops.demo import demo_golden_path
+from notewell.search.fusion import ramp
 from notewell.search.query import Query, literal, parse
-from notewell.search.searcher import Ranking, Searcher, ramp
+from notewell.search.searcher import Ranking, Searcher
 
 DEFAULT_SCIFACT = common.shared_data() / "scifact"
 DEPTH = 200
@@ -42,12 +45,12 @@ class Candidates:
 
 
 def collect(searcher: Searcher, q: Query) -> Candidates:
-    lexical = searcher._bm25(q, None)
+    lexical = searcher.bm25(q)
     text = searcher.dense_text(q, [c for c, _ in lexical])
     vector = searcher.embed_query(text)
-    dense = searcher._knn(vector, DEPTH, None)
+    dense = searcher.reads.nearest_chunks(vector, DEPTH)
     cosine = {c: 1.0 - d for c, d in dense}
-    cosine.update(searcher._cosines(vector, [c for c, _ in lexical if c not in cosine]))
+    cosine.update(searcher.cosines(vector, [c for c, _ in lexical if c not in cosine]))
     cover, mass = searcher.coverage(q, [c for c, _ in lexical])
     return Candidates([c for c, _ in dense], lexical, cosine, cover, mass)
 
@@ -107,12 +110,12 @@ def variants() -> dict[str, Fusion]:
     }
 
 
-def evaluate_variants(searcher: Searcher, queries: list[evaluate.EvalQuery],
+def evaluate_variants(searcher: Searcher, queries: list[metrics.EvalQuery],
                       read: Callable[[str], Query], identify: evaluate.Identify
                       ) -> dict[str, dict[str, dict[str, float]]]:
-    chunk_note = dict(searcher.index.db.execute(
-        "SELECT c.id, n.note_id FROM chunks c JOIN notes n ON n.id = c.note"))
     collected = {q.id: collect(searcher, read(q.text)) for q in queries}
+    candidates = {x for c in collected.values() for x in [*c.dense, *(x for x, _ in c.bm25)]}
+    chunk_note = {p.chunk_id: p.note_id for p in searcher.reads.passages(sorted(candidates))}
     out = {}
     for name, fuse in variants().items():
         per_query = {}
@@ -121,10 +124,10 @@ def evaluate_variants(searcher: Searcher, queries: list[evaluate.EvalQuery],
             for chunk, score in fuse(collected[q.id]).items():
                 note = chunk_note[chunk]
                 best[note] = max(score, best.get(note, score))
-            ranked = sorted(best, key=lambda n: (-best[n], n))[: evaluate.DEPTH]
-            keys = [evaluate._match(identify(n), q.relevant) for n in ranked]
-            per_query[q.id] = evaluate.query_metrics(keys, q.relevant)
-        out[name] = evaluate.aggregate(per_query, queries)
+            ranked = sorted(best, key=lambda n: (-best[n], n))[: metrics.DEPTH]
+            keys = [evaluate.key_for(identify(n), q.relevant) for n in ranked]
+            per_query[q.id] = metrics.query_metrics(keys, q.relevant)
+        out[name] = metrics.aggregate(per_query, queries)
     return out
 
 
@@ -137,16 +140,16 @@ def main() -> int:
     from notewell.ops.demo import demo_notes_dir
 
     embedder = default_embedder()
-    index = evaluate.folder_index(demo_notes_dir(), embedder, "demo")
-    golden = evaluate.load_golden(demo_golden_path())
+    index = folder_index(demo_notes_dir(), embedder, "demo")
+    golden = metrics.load_golden(demo_golden_path())
     demo = evaluate_variants(Searcher(index, embedder), golden, parse, evaluate.path_keys(index))
     index.close()
     science = None
     if (Path(args.scifact) / "corpus.jsonl").exists():
-        index = evaluate.beir_index(args.scifact, embedder, progress=True)
-        queries = evaluate.load_beir_queries(args.scifact, args.split)
+        index = beir_index(args.scifact, embedder, progress=True)
+        queries = metrics.load_beir_queries(args.scifact, args.split)
         science = evaluate_variants(Searcher(index, embedder, cache_size=2 * len(queries)),
-                                    queries, literal, lambda n: (n.split(":", 1)[-1],))
+                                    queries, literal, evaluate.beir_ids)
         index.close()
     print(f"| ranking | SciFact {args.split} | demo: paraphrase | demo: synonym | demo: all |")
     print("|---|---:|---:|---:|---:|")

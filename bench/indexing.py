@@ -277,12 +277,10 @@ def edit_part(args) -> dict:
                 engine.search(word, limit=5)  # what the daemon runs for the query
                 found = time.perf_counter()
                 # Searchable: BM25 returns the edited chunk. (The hit list itself may show a
-                # synthetic copy of the note instead: search.py folds near-duplicates.)
-                chunk = engine.index.bm25(f'"{word}"', 1)
-                row = engine.index.db.execute(
-                    "SELECT n.path FROM chunks c JOIN notes n ON n.id = c.note WHERE c.id = ?",
-                    (chunk[0][0],)).fetchone() if chunk else None
-                if not row or Path(row[0]) != path:
+                # synthetic copy of the note instead: search folds near-duplicates.)
+                chunk = engine.index.reads.fts5_bm25(f'"{word}"', 1)
+                hit = engine.index.reads.passages([chunk[0][0]]) if chunk else []
+                if not hit or Path(hit[0].path) != path:
                     raise RuntimeError(f"the edited note {path} was not found for {word!r}")
                 syncs.append((synced - start) * 1000)
                 times.append((found - start) * 1000)

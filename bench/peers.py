@@ -8,7 +8,7 @@ machine, same run, at 10k and 100k chunks.
 Every store gets the vectors of the same notewell index (``common.build_corpus``) and the
 same query vectors (the real model on ``common.queries``); each query asks for the 10
 nearest by cosine, in-process, timed from call to Python result:
-- notewell: ``Index.knn`` as the daemon runs it (the in-memory copy of the vectors), and
+- notewell: ``Reads.knn`` as the daemon runs it (the in-memory copy of the vectors), and
   sqlite-vec's exact scan (what the index does without the copy);
 - ChromaDB: a persistent collection, HNSW, cosine space (its defaults otherwise), asking
   only for ids and distances; then a second collection searched wider (ef_search 400)
@@ -47,7 +47,8 @@ def _time(fn, qvecs: np.ndarray) -> tuple[dict, list[list[int]]]:
 
 
 def notewell_rows(corpus, qvecs: np.ndarray) -> list[dict]:
-    from notewell.index.database import BuildSettings, Index
+    from notewell.index.database import Index
+    from notewell.index.schema import BuildSettings
     from notewell.ingest.chunking import ChunkSettings
     from notewell.model.embedding import OnnxEmbedder
     from notewell.model.files import DIM
@@ -59,13 +60,13 @@ def notewell_rows(corpus, qvecs: np.ndarray) -> list[dict]:
         start = time.perf_counter()
         index.warm_vectors(wait=True)
         build = time.perf_counter() - start
-        lat, res = _time(lambda v: [i for i, _ in index.knn(v, K)], qvecs)
-        copy = index._vcache
+        lat, res = _time(lambda v: [i for i, _ in index.reads.knn(v, K)], qvecs)
+        copy = index.copies.vector_copy
         kind = "in-memory " + copy.layout
         rows.append({"store": f"notewell ({kind})", "latency": lat, "results": res,
                      "build_s": build})
         index.use_vector_copy = False
-        lat, res = _time(lambda v: [i for i, _ in index.knn(v, K)], qvecs)
+        lat, res = _time(lambda v: [i for i, _ in index.reads.knn(v, K)], qvecs)
         rows.append({"store": "notewell, exact sqlite-vec scan", "latency": lat,
                      "results": res, "build_s": 0.0})
     finally:

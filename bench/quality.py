@@ -26,36 +26,42 @@ MODES = ("sqlite-vec", "copy", "quantized")
 
 def run(mode: str, beir: str | None) -> dict:
     from notewell.evaluation import runner as evaluate
-    from notewell.index import database as index
-    from notewell.index import vector_cache
+    from notewell.evaluation.corpora import beir_index, folder_index
+    from notewell.evaluation.metrics import load_beir_queries
+    from notewell.index.copies import CopySettings
+    from notewell.index.database import Index
     from notewell.model.runtime import default_embedder
+    from notewell.ops.demo import demo_golden_path, demo_notes_dir
 
-    original_method = index.Index._vector_cache
-    original_limit = vector_cache.VectorCache.__init__.__kwdefaults__["exact_limit"]
+    copies = {"sqlite-vec": CopySettings(vectors=False), "copy": CopySettings(),
+              "quantized": CopySettings(exact_limit=0)}[mode]
 
-    def chosen(self):
-        if mode == "sqlite-vec":
-            return None
-        cache = original_method(self)
-        if cache is None:  # load the copy before the first query, as a warm daemon has it
-            self.warm_vectors(wait=True)
-            cache = original_method(self)
-        return cache
+    def reopened(index: Index) -> Index:
+        """The same file, its k-NN answered this mode's way; its copies loaded before the
+        first query, as a warm daemon has them."""
+        index.close()
+        index = Index(index.path, index.settings, copies)
+        index.warm_vectors(wait=True)
+        index.warm_keywords(wait=True)
+        return index
 
+    embedder = default_embedder()
+    methods = ["notewell", "dense"]
+    index = reopened(folder_index(demo_notes_dir(), embedder, "demo"))
     try:
-        vector_cache.VectorCache.__init__.__kwdefaults__["exact_limit"] = (
-            0 if mode == "quantized" else original_limit)
-        index.Index._vector_cache = chosen
-        embedder = default_embedder()
-        methods = ["notewell", "dense"]
-        out = {"demo": evaluate.to_json(evaluate.run_demo(embedder, methods))}
-        if beir:
-            out["scifact"] = evaluate.to_json(evaluate.run_beir(beir, "test", embedder,
-                                                                methods, progress=True))
-        return out
+        out = {"demo": evaluate.to_json(evaluate.run_golden(demo_golden_path(), index,
+                                                            embedder, methods))}
     finally:
-        vector_cache.VectorCache.__init__.__kwdefaults__["exact_limit"] = original_limit
-        index.Index._vector_cache = original_method
+        index.close()
+    if beir:
+        queries = load_beir_queries(beir, "test")
+        index = reopened(beir_index(beir, embedder, progress=True))
+        try:
+            out["scifact"] = evaluate.to_json(evaluate.evaluate_beir(index, queries, embedder,
+                                                                     methods))
+        finally:
+            index.close()
+    return out
 
 
 def main(argv: list[str] | None = None) -> dict:

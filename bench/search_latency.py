@@ -15,7 +15,7 @@ Per size it prints p50/p95 over distinct queries (each query once per pass, a fr
 query-vector cache per pass, so every query pays for its embedding) of: the full search
 as the daemon runs it (``Searcher.search`` + ``alfred.results_feedback``) and its parts
 (embedding, k-NN, BM25), the exact sqlite-vec k-NN for comparison, recall@10 and
-recall@80 of ``Index.knn`` against exact brute force, and the time to load the
+recall@80 of ``Reads.knn`` against exact brute force, and the time to load the
 in-memory vector copy. Searches run back to back; ``--gap-ms 100`` also times a pass
 with the daemon idle that long before each one, as between keystrokes. The process takes
 the daemon's malloc settings (``memory.limit_heaps``) first, as ``notewell serve`` does.
@@ -44,7 +44,8 @@ def _one_search(searcher, q: str) -> tuple[float, float]:
 
 def measure_size(size: str, vectors: str, n_queries: int, passes: int,
                  exact_runs: int, gap_ms: float = 0.0) -> dict:
-    from notewell.index.database import BuildSettings, Index
+    from notewell.index.database import Index
+    from notewell.index.schema import BuildSettings
     from notewell.model.runtime import default_embedder
     from notewell.search.query import fts_match, parse
     from notewell.search.searcher import Searcher
@@ -67,8 +68,8 @@ def measure_size(size: str, vectors: str, n_queries: int, passes: int,
         start = time.perf_counter()
         index.warm_keywords(wait=True)
         res["keyword_copy_load_s"] = round(time.perf_counter() - start, 2)
-        res["keyword_copy_mb"] = round(index.copies()["keywords"] / 2**20)
-        cache = index._vcache
+        res["keyword_copy_mb"] = round(index.copies.nbytes()["keywords"] / 2**20)
+        cache = index.copies.vector_copy
         res["vector_copy"] = ("none (exact sqlite-vec)" if cache is None else
                               f"{cache.layout}, "
                               f"{cache.nbytes() / 2**20:.0f} MB")
@@ -101,20 +102,20 @@ def measure_size(size: str, vectors: str, n_queries: int, passes: int,
         res["embed"] = common.pct(common.timed(
             lambda: embedder.embed_batch([next(fresh)]), len(queries)))
         res["knn80"] = common.pct([t for v in qvecs for t in common.timed(
-            lambda v=v: index.knn(v, 80), 1, warmup=0)])
+            lambda v=v: index.reads.knn(v, 80), 1, warmup=0)])
         # Keyword retrieval as the daemon runs it (the in-memory keyword copy, commonest
         # words left out beyond Ranking.keyword_row_budget), and FTS5 over every word.
         keyword = Searcher(index, embedder)
         parsed = [parse(q) for q in queries]
         res["bm25"] = common.pct([t for pq in parsed for t in common.timed(
-            lambda pq=pq: keyword._bm25(pq, None), 1, warmup=0)])
+            lambda pq=pq: keyword.bm25(pq), 1, warmup=0)])
         matches = [m for m in (fts_match(pq.words, pq.partial) for pq in parsed) if m]
         res["bm25_all_words"] = common.pct([t for m in matches for t in common.timed(
-            lambda m=m: index.bm25(m, 80), 1, warmup=0)])
+            lambda m=m: index.reads.fts5_bm25(m, 80), 1, warmup=0)])
         # Exact sqlite-vec k-NN, the path used without the in-memory copy.
         index.use_vector_copy = False
         res["knn80_sqlite_vec"] = common.pct([t for v in qvecs[:exact_runs] for t in
-                                              common.timed(lambda v=v: index.knn(v, 80), 1,
+                                              common.timed(lambda v=v: index.reads.knn(v, 80), 1,
                                                            warmup=0)])
         index.use_vector_copy = True
         index.warm_vectors(wait=True)
@@ -122,8 +123,8 @@ def measure_size(size: str, vectors: str, n_queries: int, passes: int,
         r10, r80 = [], []
         for v in qvecs:
             exact = ids[np.argsort(-(allv @ v), kind="stable")[:80]].tolist()
-            got = [i for i, _ in index.knn(v, 80)]
-            got10 = [i for i, _ in index.knn(v, 10)]
+            got = [i for i, _ in index.reads.knn(v, 80)]
+            got10 = [i for i, _ in index.reads.knn(v, 10)]
             r10.append(common.recall_at(exact, got10, 10))
             r80.append(common.recall_at(exact, got, 80))
         res["recall@10"] = round(float(np.mean(r10)), 4)

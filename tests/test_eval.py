@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 from helpers import notewell_command, subprocess_env
+from notewell.evaluation import corpora, metrics
 from notewell.evaluation import runner as evaluate
-from notewell.evaluation.runner import EvalQuery, mrr_at, ndcg_at, recall_at
+from notewell.evaluation.metrics import EvalQuery, mrr_at, ndcg_at, recall_at
 from notewell.ingest.chunking import ChunkSettings
 from notewell.ops.demo import demo_golden_path
 from notewell.search.query import parse
@@ -56,31 +57,31 @@ def test_recall_and_mrr():
 def test_aggregate_averages_over_every_query_per_type_and_overall():
     queries = [EvalQuery("1", "", {"a": 1}, "exact"), EvalQuery("2", "", {"b": 1}, "exact"),
                EvalQuery("3", "", {"c": 1}, "vague")]
-    per_query = {"1": evaluate.query_metrics(["a"], {"a": 1}),
-                 "2": evaluate.query_metrics([], {"b": 1}),  # nothing found counts as 0
-                 "3": evaluate.query_metrics(["x", "c"], {"c": 1})}
-    out = evaluate.aggregate(per_query, queries)
+    per_query = {"1": metrics.query_metrics(["a"], {"a": 1}),
+                 "2": metrics.query_metrics([], {"b": 1}),  # nothing found counts as 0
+                 "3": metrics.query_metrics(["x", "c"], {"c": 1})}
+    out = metrics.aggregate(per_query, queries)
     assert set(out) == {"all", "exact", "vague"}
     assert out["exact"]["ndcg@10"] == pytest.approx(0.5)
     assert out["vague"]["mrr@10"] == pytest.approx(0.5)
     assert out["all"]["recall@5"] == pytest.approx(2 / 3)
-    assert list(out["all"]) == list(evaluate.METRICS)
+    assert list(out["all"]) == list(metrics.METRICS)
 
 
 # -- inputs ----------------------------------------------------------------------------------
 
 
 def test_golden_loader_reads_the_bundled_set_and_rejects_bad_lines(tmp_path):
-    queries = evaluate.load_golden(demo_golden_path())
+    queries = metrics.load_golden(demo_golden_path())
     assert len(queries) >= 50
     assert {q.type for q in queries} == {"exact", "paraphrase", "synonym", "vague"}
     assert all(q.relevant for q in queries)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "1", "query": "x", "relevant": ["a.md"]}\n{"id": 2}\n')
-    with pytest.raises(evaluate.EvalError, match=r"bad.jsonl:2"):
-        evaluate.load_golden(str(bad))
-    with pytest.raises(evaluate.EvalError, match="does not exist"):
-        evaluate.load_golden(str(tmp_path / "missing.jsonl"))
+    with pytest.raises(metrics.EvalError, match=r"bad.jsonl:2"):
+        metrics.load_golden(str(bad))
+    with pytest.raises(metrics.EvalError, match="does not exist"):
+        metrics.load_golden(str(tmp_path / "missing.jsonl"))
 
 
 def write_beir(root: Path) -> Path:
@@ -129,11 +130,11 @@ def test_beir_run_indexes_once_and_reuses_the_index(home, tmp_path, fake_embedde
 def test_a_chunker_change_rebuilds_the_eval_index_without_re_embedding(home, tmp_path,
                                                                       fake_embedder):
     data = write_beir(tmp_path / "tiny")
-    source = evaluate.BeirSource(str(data), "tiny")
-    evaluate.eval_index(source, fake_embedder, "k").close()
+    source = corpora.BeirSource(str(data), "tiny")
+    corpora.eval_index(source, fake_embedder, "k").close()
     fake_embedder.calls.clear()
-    index = evaluate.eval_index(source, fake_embedder, "k",
-                                chunker=ChunkSettings(max_pieces=160))
+    index = corpora.eval_index(source, fake_embedder, "k",
+                               chunker=ChunkSettings(max_pieces=160))
     assert index.counts()["notes"] == 4
     assert sum(fake_embedder.calls) == 0  # every passage is short: same text, same vector
     index.close()

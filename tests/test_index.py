@@ -5,12 +5,14 @@ from __future__ import annotations
 import sqlite3
 import sys
 
+import apsw
 import numpy as np
 import pytest
 from notewell.config import Config, SourceConfig
 from notewell.engine import Engine
-from notewell.index import store
-from notewell.index.database import BuildSettings, Index, IndexCorrupt, IndexMismatch, connect
+from notewell.index import database, schema, store
+from notewell.index.database import Index
+from notewell.index.schema import BuildSettings, IndexCorrupt, IndexMismatch, connect
 from notewell.ingest.chunking import ChunkSettings, chunk_note
 from notewell.notes import Chunk, Note
 
@@ -53,14 +55,14 @@ def test_round_trip_knn_bm25_and_delete(tmp_path, fake_embedder):
     _store(index, fake_embedder, _note("s:b", "banana bread recipe with walnuts"))
     assert index.counts() == {"notes": 2, "chunks": 2, "embeddings": 2}
     q = fake_embedder.embed_batch(["postgres vacuum"])[0]
-    emb_id, distance = index.knn(q, 1)[0]
+    emb_id, distance = index.reads.knn(q, 1)[0]
     chunk_note_id = index.db.execute(
         "SELECT n.note_id FROM chunks c JOIN notes n ON n.id = c.note WHERE c.embedding = ?",
         (emb_id,)).fetchone()[0]
     assert chunk_note_id == "s:a" and distance < 0.5
-    assert len(index.bm25('"banana"', 5)) == 1
+    assert len(index.reads.fts5_bm25('"banana"', 5)) == 1
     index.delete_note("s:b")
-    assert index.bm25('"banana"', 5) == []
+    assert index.reads.fts5_bm25('"banana"', 5) == []
     assert index.counts()["notes"] == 1
     # the vector stays (content-addressed) until pruning decides it is not worth keeping
     assert index.counts()["embeddings"] == 2
@@ -73,7 +75,8 @@ def test_replacing_a_note_keeps_fts_and_chunks_one_to_one(tmp_path, fake_embedde
     chunks = index.db.execute("SELECT count(*) FROM chunks").fetchone()[0]
     fts = index.db.execute("SELECT count(*) FROM chunks_fts").fetchone()[0]
     assert chunks == fts == 1
-    assert index.bm25('"first"', 5) == [] and len(index.bm25('"third"', 5)) == 1
+    bm25 = index.reads.fts5_bm25
+    assert bm25('"first"', 5) == [] and len(bm25('"third"', 5)) == 1
 
 
 def test_same_text_is_embedded_once(tmp_path, fake_embedder):
@@ -147,18 +150,15 @@ def test_vectors_round_trip_exactly(tmp_path):
 def _index_at_schema(path: str, monkeypatch, version: int) -> Index:
     """An index as a notewell with ``version`` migrations left it; opening the file again
     runs the rest."""
-    from notewell.index import database as index_module
-
-    every = index_module._migrations
-    monkeypatch.setattr(index_module, "_migrations", lambda dim: every(dim)[:version])
+    every = schema.migrations
+    monkeypatch.setattr(schema, "migrations", lambda dim: every(dim)[:version])
     old = Index(path, SETTINGS)
-    monkeypatch.setattr(index_module, "_migrations", every)
+    monkeypatch.setattr(schema, "migrations", every)
     return old
 
 
 def test_migration_2_refills_the_keyword_index_with_prefix_indexes(tmp_path, fake_embedder,
                                                                    monkeypatch):
-    from notewell.index import database as index_module
     from notewell.index.terms import read_vocabulary
 
     path = str(tmp_path / "i.sqlite")
@@ -171,18 +171,17 @@ def test_migration_2_refills_the_keyword_index_with_prefix_indexes(tmp_path, fak
     before = read_vocabulary(old.db).docs
     old.close()
     new = Index(path, SETTINGS)
-    assert new.db.execute("PRAGMA user_version").fetchone()[0] == index_module.SCHEMA_VERSION
+    assert new.db.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
     assert "prefix" in new.db.execute(
         "SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()[0]
     assert read_vocabulary(new.db).docs == before  # the same terms in the same chunks
     assert new.consistency_problems() == []
-    assert len(new.bm25('"jo"*', 5)) == 1 and len(new.bm25('"kitch"*', 5)) == 1
+    bm25 = new.reads.fts5_bm25
+    assert len(bm25('"jo"*', 5)) == 1 and len(bm25('"kitch"*', 5)) == 1
     new.close()
 
 
 def test_migration_3_moves_vectors_into_small_chunks_and_keeps_them(tmp_path, monkeypatch):
-    from notewell.index import database as index_module
-
     path = str(tmp_path / "i.sqlite")
     old = _index_at_schema(path, monkeypatch, 2)
     v = np.random.default_rng(3).standard_normal((150, 64)).astype(np.float32)
@@ -194,7 +193,7 @@ def test_migration_3_moves_vectors_into_small_chunks_and_keeps_them(tmp_path, mo
     new = Index(path, SETTINGS)
     assert new.db.execute("PRAGMA user_version").fetchone()[0] == 3
     sql = new.db.execute("SELECT sql FROM sqlite_master WHERE name = 'vectors'").fetchone()[0]
-    assert f"chunk_size={index_module.VECTOR_CHUNK}" in sql
+    assert f"chunk_size={schema.VECTOR_CHUNK}" in sql
     assert new.db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'vectors_moving'"
                           ).fetchone()[0] == 0
     rows = dict(new.db.execute("SELECT rowid, embedding FROM vectors"))
@@ -204,15 +203,13 @@ def test_migration_3_moves_vectors_into_small_chunks_and_keeps_them(tmp_path, mo
             assert np.array_equal(np.frombuffer(rows[rowid], dtype=np.float32), v[i])
     # k-NN still answers from the moved vectors (sqlite-vec's own scan).
     new.use_vector_copy = False
-    assert new.knn(v[20], 1)[0][0] == ids[20]
+    assert new.reads.knn(v[20], 1)[0][0] == ids[20]
     new.close()
 
 
 def test_an_upgrade_is_kept_when_compacting_after_it_fails(tmp_path, monkeypatch, caplog):
     """VACUUM after the upgrade refused (here: no room for the copy it writes): the upgrade
     stays committed, the failure is logged, and the index opens and answers."""
-    from notewell.index import database as index_module
-
     path = str(tmp_path / "i.sqlite")
     old = _index_at_schema(path, monkeypatch, 2)
     v = np.random.default_rng(4).standard_normal((20, 64)).astype(np.float32)
@@ -234,14 +231,14 @@ def test_an_upgrade_is_kept_when_compacting_after_it_fails(tmp_path, monkeypatch
 
         def execute(self, sql, *args):
             if sql == "VACUUM":
-                raise index_module.apsw.FullError("database or disk is full")
+                raise apsw.FullError("database or disk is full")
             return self._conn.execute(sql, *args)
 
-    monkeypatch.setattr(index_module, "connect", lambda p: DiskFull(connect(p)))
-    with caplog.at_level("WARNING", logger="notewell.index.database"):
+    monkeypatch.setattr(database, "connect", lambda p: DiskFull(connect(p)))
+    with caplog.at_level("WARNING", logger="notewell.index.schema"):
         new = Index(path, SETTINGS)
     assert new.db.execute("PRAGMA user_version").fetchone()[0] == 3
     new.use_vector_copy = False
-    assert new.knn(v[3], 1)[0][0] == 4  # the fourth vector stored, found after the move
+    assert new.reads.knn(v[3], 1)[0][0] == 4  # the fourth vector stored, found after the move
     new.close()
     assert "could not compact" in caplog.text and "disk is full" in caplog.text

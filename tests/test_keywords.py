@@ -29,7 +29,7 @@ def copy(engine, notes_dir):
 def fts5(engine, q) -> list[tuple[int, float]]:
     s = Searcher(engine.index, engine.embedder)
     match = " OR ".join(t.phrase for t in s.query_terms(q))
-    return [(c, -score) for c, score in engine.index.bm25(match, 1000)]
+    return [(c, -score) for c, score in engine.index.reads.fts5_bm25(match, 1000)]
 
 
 @pytest.mark.parametrize("raw", QUERIES)
@@ -46,9 +46,7 @@ def test_scores_match_fts5_bm25(engine, copy, raw):
 def test_scores_in_small_blocks_one_query_after_another_match_fts5(engine, copy,
                                                                    monkeypatch):
     # Postings are scored a block at a time into a score array kept between queries.
-    from notewell.index import keywords
-
-    monkeypatch.setattr(keywords, "_POSTINGS_BLOCK", 3)
+    monkeypatch.setattr(copy, "postings_block", 3)
     for raw in QUERIES + QUERIES[::-1]:
         q = parse(raw)
         terms = Searcher(engine.index, engine.embedder).query_terms(q)
@@ -182,18 +180,20 @@ def test_many_removals_ask_for_a_rebuild_too(engine):
 
 def test_search_uses_the_copy_only_when_it_scores_like_fts5(engine, copy):
     s = Searcher(engine.index, engine.embedder)
-    assert s._keyword_copy(s.query_terms(parse("bread"))) is copy
-    assert s._keyword_copy(s.query_terms(parse("snake_case"))) is None  # two tokens
+    reads, columns = engine.index.reads, s.ranking.bm25_columns
+    assert reads.scoring_copy(s.query_terms(parse("bread")), columns) is copy
+    assert reads.scoring_copy(s.query_terms(parse("snake_case")), columns) is None  # 2 tokens
     other = Searcher(engine.index, engine.embedder,
                      dataclasses.replace(Ranking(), bm25_columns=(1.0, 1.0, 1.0, 1.0)))
-    assert other._keyword_copy(other.query_terms(parse("bread"))) is None
+    assert reads.scoring_copy(other.query_terms(parse("bread")),
+                              other.ranking.bm25_columns) is None
 
 
 def test_the_copy_serves_the_vocabulary_fts5_would_give(engine, copy):
     from notewell.index.terms import read_vocabulary
 
     fts = read_vocabulary(engine.index.db)
-    assert engine.index.vocabulary() is copy.vocabulary()
+    assert engine.index.reads.vocabulary() is copy.vocabulary()
     assert copy.vocabulary().docs == fts.docs and copy.vocabulary().chunks == fts.chunks
 
 
@@ -211,11 +211,11 @@ def test_a_copy_that_followed_from_a_near_empty_index_knows_the_new_words(engine
     engine.sync()
     moved = engine.index.keywords()
     assert moved is not None and moved.base_size == 0
-    vocab = engine.index.vocabulary()
+    vocab = engine.index.reads.vocabulary()
     assert vocab.df("quokka") == 1 and vocab.prefix_df("quok") == 1
     assert "quokka" in vocab.starting_with("quo")
     q = parse("quokka cens")
-    ids = [c for c, _ in Searcher(engine.index, engine.embedder)._bm25(q, None)]
+    ids = [c for c, _ in Searcher(engine.index, engine.embedder).bm25(q)]
     cover, _ = Searcher(engine.index, engine.embedder).coverage(q, ids)
     assert ids and cover[ids[0]] == pytest.approx(1.0)
     assert engine.search("quokka cens").hits[0].note_id == "notes:fresh.md"

@@ -8,7 +8,9 @@ import hashlib
 import numpy as np
 import pytest
 from helpers import vectors_by_id
-from notewell.index.database import BuildSettings, Index
+from notewell.index.copies import CopySettings
+from notewell.index.database import Index
+from notewell.index.schema import BuildSettings
 from notewell.index.vector_cache import VectorCache, hamming, int8_codes, nearest_rows, sign_bits
 
 DIM = 64
@@ -96,12 +98,10 @@ def test_sign_bits_are_taken_around_the_corpus_mean():
 
     def recall(centred: bool) -> float:
         cache = VectorCache(dim, exact_limit=1000, oversample=1, min_candidates=200,
-                            share=10**9)
-        if not centred:
-            cache._center = np.zeros(dim, dtype=np.float32)
+                            share=10**9, center=None if centred else np.zeros(dim))
         cache.append(ids, vecs)
         if centred:
-            assert np.abs(cache._center - vecs.mean(axis=0)).max() < 1e-5
+            assert np.abs(cache.center - vecs.mean(axis=0)).max() < 1e-5
         return float(np.mean([len({i for i, _ in cache.search(q, 10)} &
                                   set(exact_knn(ids, vecs, q, 10))) / 10 for q in queries]))
 
@@ -109,16 +109,16 @@ def test_sign_bits_are_taken_around_the_corpus_mean():
     assert centred >= 0.75 and centred > raw + 0.15, (centred, raw)
 
 
-def test_a_large_search_split_over_two_threads_gives_the_same_answer(monkeypatch):
-    from notewell.index import vector_cache
-
+def test_a_large_search_split_over_two_threads_gives_the_same_answer():
     vecs = clustered(6000, seed=4, dim=384)
-    cache = VectorCache(384, exact_limit=1000, min_candidates=500)
-    cache.append(np.arange(1, 6001), vecs)
     queries = unit(vecs[:5] + 0.3 * np.random.default_rng(1).standard_normal((5, 384)))
-    alone = [cache.search(q, 20) for q in queries]
-    monkeypatch.setattr(vector_cache, "PARALLEL_FROM", 1000)
-    assert [cache.search(q, 20) for q in queries] == alone
+    found = []
+    for parallel_from in (10**9, 1000):  # one thread, then two
+        cache = VectorCache(384, exact_limit=1000, min_candidates=500,
+                            parallel_from=parallel_from)
+        cache.append(np.arange(1, 6001), vecs)
+        found.append([cache.search(q, 20) for q in queries])
+    assert found[1] == found[0]
 
 
 def test_empty_and_small_k():
@@ -136,10 +136,15 @@ def hashes(start: int, n: int) -> list[str]:
     return [hashlib.sha256(str(i).encode()).hexdigest() for i in range(start, start + n)]
 
 
+def open_index(tmp_path, **settings) -> Index:
+    # As a large index: the copy loads in the background.
+    return Index(str(tmp_path / "index.db"), BuildSettings("fake", DIM, "c"),
+                 CopySettings(vector_load_inline=0, **settings))
+
+
 @pytest.fixture
 def index(tmp_path):
-    idx = Index(str(tmp_path / "index.db"), BuildSettings("fake", DIM, "c"))
-    idx.vector_load_inline = 0  # as a large index: the copy loads in the background
+    idx = open_index(tmp_path)
     yield idx
     idx.close()
 
@@ -155,9 +160,9 @@ def test_index_knn_from_the_copy_agrees_with_sqlite_vec(index):
     vecs = clustered(500, seed=3)
     index.add_embeddings(hashes(0, 500), vecs)
     index.warm_vectors(wait=True)
-    assert index._vector_cache() is not None
+    assert index.copies.vectors() is not None
     for q in clustered(10, seed=4):
-        got = index.knn(q, 12)
+        got = index.reads.knn(q, 12)
         want = sqlite_vec_knn(index, q, 12)
         assert [i for i, _ in got] == [i for i, _ in want]
         assert np.allclose([d for _, d in got], [d for _, d in want], atol=1e-5)
@@ -167,23 +172,23 @@ def test_new_vectors_are_found_at_once_and_deleted_ones_never(index):
     vecs = clustered(300, seed=6)
     index.add_embeddings(hashes(0, 300), vecs)
     index.warm_vectors(wait=True)
-    cache = index._vcache
+    cache = index.copies.vector_copy
     # An edit adds a vector: the next query pulls it into the same copy.
     probe = unit(np.random.default_rng(8).standard_normal(DIM))
     index.add_embeddings(hashes(1000, 1), probe[None, :])
     new_id = index.db.execute("SELECT max(id) FROM embeddings").fetchone()[0]
-    assert index.knn(probe, 1)[0][0] == new_id
-    assert index._vcache is cache and cache.max_id == new_id
+    assert index.reads.knn(probe, 1)[0][0] == new_id
+    assert index.copies.vector_copy is cache and cache.max_id == new_id
     # Pruning deletes vectors no chunk uses (here: all), and ids are then reused: the copy
     # must not answer with the old vectors under the new ids.
     assert index.prune_embeddings() == 301
     other = unit(-probe)
     index.add_embeddings(hashes(2000, 1), other[None, :])
     assert index.db.execute("SELECT id FROM embeddings").fetchall() == [(1,)]
-    assert index.knn(other, 3) == [(1, pytest.approx(0.0, abs=1e-6))]
+    assert index.reads.knn(other, 3) == [(1, pytest.approx(0.0, abs=1e-6))]
     index.warm_vectors(wait=True)
-    assert index._vcache is not cache
-    assert index.knn(other, 3) == [(1, pytest.approx(0.0, abs=1e-6))]
+    assert index.copies.vector_copy is not cache
+    assert index.reads.knn(other, 3) == [(1, pytest.approx(0.0, abs=1e-6))]
 
 
 def test_small_and_in_memory_indexes_read_the_copy_on_first_use(tmp_path):
@@ -192,8 +197,9 @@ def test_small_and_in_memory_indexes_read_the_copy_on_first_use(tmp_path):
         idx.add_embeddings(hashes(0, 50), clustered(50))
         q = clustered(1, seed=5)[0]
         want = sqlite_vec_knn(idx, q, 5)
-        assert idx.knn(q, 5) == [(i, pytest.approx(d, abs=1e-5)) for i, d in want]
-        assert idx._vcache is not None and idx._vcache.n == 50  # no thread, no wait
+        assert idx.reads.knn(q, 5) == [(i, pytest.approx(d, abs=1e-5)) for i, d in want]
+        copy = idx.copies.vector_copy
+        assert copy is not None and copy.n == 50  # no thread, no wait
         idx.close()
 
 
@@ -203,11 +209,11 @@ def test_vectors_by_id_match_the_stored_ones_in_both_layouts(index):
     ids = [r[0] for r in index.db.execute("SELECT rowid FROM vectors ORDER BY rowid")]
     index.warm_vectors(wait=True)
     wanted = [ids[7], ids[300], 10**9]
-    got = vectors_by_id(wanted, index.vector_matrix(wanted))
+    got = vectors_by_id(wanted, index.reads.vector_matrix(wanted))
     assert set(got) == {ids[7], ids[300]}  # an unknown id is simply absent
     assert np.array_equal(got[ids[300]], vecs[300].astype(np.float32))
     index.use_vector_copy = False  # from SQLite, as while a large copy loads
-    found, matrix = index.vector_matrix([ids[300], 10**9, ids[7], ids[300]])
+    found, matrix = index.reads.vector_matrix([ids[300], 10**9, ids[7], ids[300]])
     assert found.tolist() == [True, False, True, True]
     assert np.array_equal(matrix, vecs[[300, 7, 300]].astype(np.float32))
     index.use_vector_copy = True
@@ -227,46 +233,43 @@ def test_vectors_by_id_when_rows_arrive_out_of_order():
 
 
 def test_a_bulk_sync_is_caught_up_in_place(index):
-    from notewell.index.database import VECTOR_PULL_INLINE
-
+    pull_inline = index.copies.settings.vector_pull_inline
     index.add_embeddings(hashes(0, 300), clustered(300))
     index.warm_vectors(wait=True)
-    cache = index._vcache
-    index.add_embeddings(hashes(5000, VECTOR_PULL_INLINE + 100), clustered(
-        VECTOR_PULL_INLINE + 100, seed=11))
+    cache = index.copies.vector_copy
+    index.add_embeddings(hashes(5000, pull_inline + 100), clustered(pull_inline + 100,
+                                                                     seed=11))
     probe = unit(np.random.default_rng(12).standard_normal(DIM))
     index.add_embeddings(hashes(9000, 1), probe[None, :])
     new_id = index.db.execute("SELECT max(id) FROM embeddings").fetchone()[0]
-    assert len(index.knn(probe, 5)) == 5  # answered at once, while the rest loads
+    assert len(index.reads.knn(probe, 5)) == 5  # answered at once, while the rest loads
     index.warm_vectors(wait=True)
-    assert index.knn(probe, 1)[0][0] == new_id
-    assert index._vcache is cache and cache.n == 300 + VECTOR_PULL_INLINE + 101
+    assert index.reads.knn(probe, 1)[0][0] == new_id
+    assert index.copies.vector_copy is cache and cache.n == 300 + pull_inline + 101
 
 
 
-def test_a_large_quantized_copy_gives_exact_distances_for_its_best(index, monkeypatch):
-    """From EXACT_HEAD_FROM vectors, the best few are re-scored with their float vectors
-    (int8 scores cannot order near-ties): their order and distances are sqlite-vec's."""
-    from notewell.index import database as index_module
-
-    monkeypatch.setitem(VectorCache.__init__.__kwdefaults__, "exact_limit", 0)
+def test_a_large_quantized_copy_gives_exact_distances_for_its_best(tmp_path):
+    """From ``exact_head_from`` vectors, the best few are re-scored with their float
+    vectors (int8 scores cannot order near-ties): their order and distances are
+    sqlite-vec's."""
+    index = open_index(tmp_path, exact_limit=0, exact_head_from=1000, exact_head=15)
     base = clustered(40, seed=8)
     rng = np.random.default_rng(8)
     # Near-copies of a few passages, as a large corpus of similar notes has them.
     vecs = unit(np.repeat(base, 30, axis=0) + 0.02 * rng.standard_normal((1200, DIM)))
     index.add_embeddings(hashes(0, 1200), vecs)
     index.warm_vectors(wait=True)
-    assert index._vector_cache().quantized
-    monkeypatch.setattr(index_module, "EXACT_HEAD_FROM", 1000)
-    monkeypatch.setattr(index_module, "EXACT_HEAD", 15)
+    assert index.copies.vectors().quantized
     queries = unit(base[:8] + 0.05 * rng.standard_normal((8, DIM)))
     for q in queries:
         for k in (5, 30):  # a k below the head still draws on the head's candidates
-            got = index.knn(q, k)[:5]
+            got = index.reads.knn(q, k)[:5]
             want = sqlite_vec_knn(index, q, 5)
             assert [i for i, _ in got] == [i for i, _ in want]
             assert np.allclose([d for _, d in got], [d for _, d in want], atol=1e-6)
-    monkeypatch.setattr(index_module, "EXACT_HEAD_FROM", 10**9)  # without: int8 order
-    misses = sum([i for i, _ in index.knn(q, 5)] != [i for i, _ in sqlite_vec_knn(index, q, 5)]
-                 for q in queries)
+    index.copies.settings.exact_head_from = 10**9  # without: int8 order
+    misses = sum([i for i, _ in index.reads.knn(q, 5)]
+                 != [i for i, _ in sqlite_vec_knn(index, q, 5)] for q in queries)
     assert misses > 0
+    index.close()

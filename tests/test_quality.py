@@ -10,7 +10,9 @@ import os
 import pytest
 from helpers import SHARED, vectors_by_id
 from notewell.evaluation import runner as evaluate
-from notewell.index.database import BuildSettings, Index
+from notewell.evaluation.corpora import folder_source
+from notewell.index.database import Index
+from notewell.index.schema import BuildSettings
 from notewell.ingest.chunking import ChunkSettings
 from notewell.ingest.sync import Syncer
 from notewell.ops.demo import demo_golden_path, demo_notes_dir
@@ -33,7 +35,7 @@ def build(tmp_path_factory, embedder, source, name: str) -> Index:
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory, real_embedder):
     index = build(tmp_path_factory, real_embedder,
-                  evaluate.folder_source(demo_notes_dir(), "demo"), "demo")
+                  folder_source(demo_notes_dir(), "demo"), "demo")
     yield Searcher(index, real_embedder)
     index.close()
 
@@ -89,7 +91,7 @@ def test_a_two_letter_fragment_does_not_throw_the_ranking_off(demo):
 @pytest.mark.skipif(not TIL_GIT.is_dir(), reason="../shared/data/til-jbranchaud is absent")
 def test_unfinished_last_word_gives_the_finished_words_results(tmp_path_factory, real_embedder):
     index = build(tmp_path_factory, real_embedder,
-                  evaluate.folder_source(str(TIL_GIT), "til", ()), "til")
+                  folder_source(str(TIL_GIT), "til", ()), "til")
     try:
         s = Searcher(index, real_embedder)
         for typed, finished in (("delete remote bra", "delete remote branch"),
@@ -145,7 +147,7 @@ def test_the_word_being_typed_is_completed_from_the_keyword_hits(engine):
 
     def dense_text(raw: str) -> str:
         q = parse(raw)
-        return s.dense_text(q, [c for c, _ in s._bm25(q, None)])
+        return s.dense_text(q, [c for c, _ in s.bm25(q)])
 
     assert dense_text("delete remote bra") == "delete remote branch"
     assert dense_text("postgres vac") == "postgres vacuum"
@@ -158,12 +160,12 @@ def test_the_word_being_typed_is_completed_from_the_keyword_hits(engine):
 def test_coverage_is_the_share_of_the_querys_idf_mass_a_chunk_matches(engine):
     s = engine.searcher
     q = parse("bananas tram ")
-    chunks = [c for c, _ in s._bm25(q, None)]
+    chunks = [c for c, _ in s.bm25(q)]
     cover, mass = s.coverage(q, chunks)
     assert mass > 0 and len(cover) == 2
     assert all(0.3 < v < 0.7 for v in cover.values())  # each note holds one of two words
     q = parse("ripe bananas bake ")
-    cover, _ = s.coverage(q, [c for c, _ in s._bm25(q, None)])
+    cover, _ = s.coverage(q, [c for c, _ in s.bm25(q)])
     assert max(cover.values()) == pytest.approx(1.0)
 
 
@@ -179,7 +181,7 @@ def test_vectors_added_by_a_later_sync_are_found(engine, notes_dir):
         "JOIN vectors v ON v.rowid = c.embedding "
         "WHERE n.note_id = 'notes:db/redis.md'").fetchall()
     wanted = [r[0] for r in rows]
-    got = vectors_by_id(wanted, s.index.vector_matrix(wanted))
+    got = vectors_by_id(wanted, s.index.reads.vector_matrix(wanted))
     assert got and all(got[r[0]].tobytes() == r[1] for r in rows)
     assert s.search("maxmemory eviction").hits[0].note_id == "notes:db/redis.md"
 

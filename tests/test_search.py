@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from notewell.search.searcher import snippet
+from notewell.search.presentation import snippet
 
 
 def ids(result):
@@ -88,12 +88,12 @@ def test_note_signature_cache_follows_index_changes(engine, notes_dir):
     # The newest note: replacing it reuses its rowid, so only invalidation can help.
     rowid, note_id = db.execute("SELECT id, note_id FROM notes ORDER BY id DESC").fetchone()
     path = notes_dir / note_id.split(":", 1)[1]
-    before = engine.searcher._signatures([rowid])[rowid]
-    assert np.array_equal(before, engine.searcher._signatures([rowid])[rowid])
+    before = engine.searcher.signatures([rowid])[rowid]
+    assert np.array_equal(before, engine.searcher.signatures([rowid])[rowid])
     path.write_text("# Changed\n\nKayak trips on the fjord at dawn, paddles and dry bags.\n")
     engine.sync()
     assert db.execute("SELECT id FROM notes WHERE note_id = ?", (note_id,)).fetchone()[0] == rowid
-    assert not np.allclose(before, engine.searcher._signatures([rowid])[rowid])
+    assert not np.allclose(before, engine.searcher.signatures([rowid])[rowid])
 
 
 def test_near_duplicates_are_folded_past_the_first_batch_of_hits(engine, notes_dir):

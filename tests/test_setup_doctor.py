@@ -189,7 +189,7 @@ def test_doctor_explains_each_failure(home: Path, user_home: Path, tmp_path: Pat
 def test_doctor_index_check_by_schema_version(home: Path, monkeypatch):
     """An older schema is upgraded in place when next opened (a warning with the step);
     a newer one than this notewell knows cannot be read (a failure)."""
-    from notewell.index.database import SCHEMA_VERSION, connect
+    from notewell.index.schema import SCHEMA_VERSION, connect
 
     embedder = FakeEmbedder()
     path = os.path.join(paths.index_dir(), "index-1.sqlite")

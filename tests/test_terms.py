@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from notewell.index.database import BuildSettings, Index
+from notewell.index.database import Index
+from notewell.index.schema import BuildSettings
 from notewell.index.terms import Tokens, Vocabulary, read_vocabulary
 from notewell.notes import Chunk, Note
 from notewell.search.query import parse
@@ -52,11 +53,11 @@ def test_the_vocabulary_follows_edits(tmp_path):
     idx = Index(str(tmp_path / "i.db"), BuildSettings("fake", 4, "c"))
     idx.add_embeddings(["h1", "h2"], [[1.0, 0, 0, 0], [0, 1.0, 0, 0]])
     idx.replace_note(*note(1, "apples and pears"))
-    assert idx.vocabulary().df("appl") == 1
+    assert idx.reads.vocabulary().df("appl") == 1
     idx.replace_note(*note(2, "apples again"))
-    assert idx.vocabulary().df("appl") == 2 and idx.vocabulary().chunks == 2
+    assert idx.reads.vocabulary().df("appl") == 2 and idx.reads.vocabulary().chunks == 2
     idx.delete_note("n:1")
-    assert idx.vocabulary().df("pear") == 0
+    assert idx.reads.vocabulary().df("pear") == 0
     idx.close()
 
 
@@ -67,11 +68,11 @@ def test_bm25_leaves_out_the_commonest_words_beyond_its_budget(engine):
     assert common.word == "the" and common.df > full.query_terms(q)[1].df
     tight = Searcher(engine.index, engine.embedder,
                      dataclasses.replace(Ranking(), bm25_row_budget=1))
-    found = {c for c, _ in tight._bm25(q, None)}
+    found = {c for c, _ in tight.bm25(q)}
     # Only chunks with the rarer word are scored; coverage still counts "the".
-    banana = {c for c, _ in full._bm25(parse("banana "), None)}
+    banana = {c for c, _ in full.bm25(parse("banana "))}
     assert found == banana
-    assert len({c for c, _ in full._bm25(q, None)}) > len(found)
+    assert len({c for c, _ in full.bm25(q)}) > len(found)
     cover, mass = tight.coverage(q, sorted(found))
     assert mass == sum(t.idf for t in tight.query_terms(q))
     assert all(0 < share <= 1 for share in cover.values())

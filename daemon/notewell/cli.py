@@ -491,7 +491,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 engine.close()
         else:
             what = "the demo golden set over the demo notes"
-            results = evaluate.run_demo(args.embedder(), methods, progress=progress)
+            from notewell.ops.demo import demo_golden_path, demo_notes_dir
+
+            results = evaluate.run_folder_golden(demo_golden_path(), demo_notes_dir(),
+                                                 args.embedder(), methods, name="demo",
+                                                 progress=progress)
     except evaluate.EvalError as e:
         print(f"notewell: {e}", file=sys.stderr)
         return 1

@@ -15,7 +15,8 @@ from collections.abc import Callable, Collection
 from notewell import __version__
 from notewell.config import Config
 from notewell.index import store
-from notewell.index.database import SCHEMA_VERSION, BuildSettings, Index
+from notewell.index.database import Index
+from notewell.index.schema import SCHEMA_VERSION, BuildSettings
 from notewell.ingest.chunking import ChunkSettings
 from notewell.ingest.sync import Syncer, SyncReport
 from notewell.model.embedding import Embedder
@@ -84,7 +85,7 @@ class Engine:
             "index_bytes": _size(self.index.path),
             "sources": sources,
             "last_sync": max(syncs) if syncs else None,
-            "in_memory": self.index.copies(),
+            "in_memory": self.index.copies.nbytes(),
         }
 
     # -- writes -----------------------------------------------------------------------------
@@ -106,7 +107,7 @@ class Engine:
 
     def _drop_unconfigured(self) -> None:
         configured = {s.name for s in self.sources}
-        for name in {r[0] for r in self.index.db.execute("SELECT DISTINCT source FROM notes")}:
+        for name in self.index.reads.sources():
             if name not in configured:
                 log.info("source %s is no longer configured; dropping its notes", name)
                 self.index.drop_source(name)
@@ -146,41 +147,12 @@ def rebuild(sources: list[Source], embedder: Embedder, chunker: ChunkSettings,
         if os.path.exists(building + suffix):
             os.remove(building + suffix)
     fresh = Index(building, settings)
-    _copy_vectors(store.current_path(index_dir), fresh)
+    fresh.import_vectors(store.current_path(index_dir))
     syncer = Syncer(fresh, embedder, chunker)
     reports = [syncer.sync(src, progress=progress) for src in sources]
-    fresh.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    fresh.checkpoint()
     fresh.close()
     return store.publish(building), reports
-
-
-def _copy_vectors(old_path: str, fresh: Index) -> None:
-    if not os.path.exists(old_path):
-        return
-    import numpy as np
-
-    from notewell.index.database import connect
-
-    try:
-        old = connect(old_path)
-        row = old.execute("SELECT value FROM meta WHERE key = 'embedder'").fetchone()
-        if not row or row[0] != fresh.settings.embedder:
-            return
-        rows = old.execute(
-            "SELECT e.hash, v.embedding FROM embeddings e JOIN vectors v ON v.rowid = e.id")
-        batch_h: list[str] = []
-        batch_v: list = []
-        for h, blob in rows:
-            batch_h.append(h)
-            batch_v.append(np.frombuffer(blob, dtype=np.float32))
-            if len(batch_h) >= 2000:
-                fresh.add_embeddings(batch_h, np.stack(batch_v))
-                batch_h, batch_v = [], []
-        if batch_h:
-            fresh.add_embeddings(batch_h, np.stack(batch_v))
-        old.close()
-    except Exception as e:  # a damaged old index has nothing to give; rebuild from scratch
-        log.warning("could not reuse vectors from %s: %s", old_path, e)
 
 
 def _size(path: str) -> int:

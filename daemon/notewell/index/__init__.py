@@ -1,9 +1,12 @@
 """The index: one SQLite file (notes, chunks, FTS5, sqlite-vec) and the daemon's copies.
 
-Owns every line of SQL in notewell: the schema and its numbered migrations
-(``schema``), the ``Index`` with its writes and reads (``database``), index files on disk
-and their generations (``store``), FTS5's words and their frequencies (``terms``), and the
-in-memory copies that answer a resident process's searches (``keywords``,
-``vector_cache``, with ``topk``). May import ``notes``, ``memory`` and ``wire.paths``;
-never ``search``, ``ingest``, ``serve`` or anything above them.
+Owns every line of SQL in notewell: the file's format, migrations and checks
+(``schema``), the ``Index`` with its connections and writes (``database``), the reads
+SQLite answers (``sql``), the one read interface search uses, which decides whether an
+in-memory copy or SQLite answers (``reads``), the lifecycle of the in-memory copies
+(``copies``) and the copies themselves (``keywords``, ``vector_cache``, with ``topk``),
+FTS5's words and their frequencies (``terms``), index files on disk and their generations
+(``store``), a stamp of writes by anyone (``stamp``) and a small shared LRU (``lru``).
+May import ``notes``, ``memory`` and ``wire.paths``; never ``search``, ``ingest``,
+``serve`` or anything above them.
 """

@@ -15,7 +15,9 @@ SQLite lookups per query took 0.9 ms at 100,000 chunks.
 The copy is built from the chunks' text with FTS5's own tokenizer (``terms.Tokens``), so
 it holds the same terms; a test checks its scores against ``bm25()`` itself. It follows
 the index by the ``chunks_epoch`` meta value, which every chunk write changes: a copy of
-another epoch is not used, and a new one is built behind the searches.
+another epoch is not used, and a new one is built behind the searches (``copies``).
+
+May import ``index.terms`` and ``index.topk``.
 """
 
 from __future__ import annotations
@@ -35,11 +37,6 @@ K1, B = 1.2, 0.75  # FTS5's bm25() constants
 # Column weights for title, heading path, passage and tags (search.Ranking's default).
 COLUMN_WEIGHTS = (4.0, 2.0, 1.0, 2.0)
 _MAX_FREQ = 255  # weighted term frequency per chunk, stored in a byte (saturated long before)
-# Postings scored per step: 64 KB temporaries, under the daemon's 128 KB mmap threshold
-# (``memory.limit_heaps``), where a whole list's were mapped and faulted in afresh for
-# every word of every query: BM25 at 100k 1.57-1.64 -> 1.20-1.34 ms in the daemon's heap
-# settings (466 -> 180 page faults a query).
-_POSTINGS_BLOCK = 16_384
 # A chunk as the copy reads it: chunk id, note row, embedding id, the four FTS5 columns.
 Row = tuple[int, int, int, str, str, str, str]
 
@@ -49,6 +46,12 @@ class KeywordIndex:
     ``freqs`` hold, term after term (in sorted order), the chunks (as positions in
     ``chunk_ids``) holding it and its column-weighted frequency there. ``notes`` and
     ``vectors`` hold each chunk's note row and embedding id, by the same positions."""
+
+    # Postings scored per step: 64 KB temporaries, under the daemon's 128 KB mmap threshold
+    # (``memory.limit_heaps``), where a whole list's were mapped and faulted in afresh for
+    # every word of every query: BM25 at 100k 1.57-1.64 -> 1.20-1.34 ms in the daemon's
+    # heap settings (466 -> 180 page faults a query).
+    postings_block = 16_384
 
     def __init__(self, terms: list[str], offsets: np.ndarray, docs: np.ndarray,
                  freqs: np.ndarray, chunk_ids: np.ndarray, lengths: np.ndarray,
@@ -240,7 +243,7 @@ class KeywordIndex:
         if not n or not phrases:
             return []
         scores = self._scores()
-        norm = self.norm
+        norm, block = self.norm, self.postings_block
         for term, prefix in phrases:
             docs, freqs = self.postings(term, prefix)
             if not len(docs):
@@ -249,9 +252,9 @@ class KeywordIndex:
             idf = math.log((n - hits + 0.5) / (hits + 0.5))
             idf = idf if idf > 0 else 1e-6  # as FTS5: a word in most chunks weighs ~nothing
             # idf * f * (K1 + 1) / (f + norm), in place, a block of postings at a time: see
-            # ``_POSTINGS_BLOCK``.
-            for start in range(0, hits, _POSTINGS_BLOCK):
-                d, f = docs[start:start + _POSTINGS_BLOCK], freqs[start:start + _POSTINGS_BLOCK]
+            # ``postings_block``.
+            for start in range(0, hits, block):
+                d, f = docs[start:start + block], freqs[start:start + block]
                 w = norm[d]
                 w += f
                 np.divide(f, w, out=w)

@@ -5,6 +5,8 @@ current. A rebuild writes ``building-<n>.sqlite`` and renames it into place only
 is finished and closed (so no WAL file is left behind to confuse the next reader); readers
 notice the new generation and reopen. A file that is not a usable database is moved aside
 as ``*.corrupt-<time>`` (never deleted) and a fresh generation starts.
+
+May import ``index.database``, ``index.schema`` and ``wire.paths``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import os
 import re
 import time
 
-from notewell.index.database import BuildSettings, Index, IndexCorrupt
+from notewell.index.database import Index
+from notewell.index.schema import BuildSettings, IndexCorrupt
 from notewell.wire import paths
 
 log = logging.getLogger(__name__)

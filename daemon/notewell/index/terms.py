@@ -8,7 +8,7 @@ posting lists. The daemon's keyword copy (``keywords.py``) answers both from mem
 it is built, and in one-shot commands, the vocabulary comes from one scan of ``fts5vocab``
 (0.3 s for 100,000 chunks) and the few candidate passages are run through FTS5's
 tokenizer (5 us each). Either way the answers match what FTS5 itself indexed: the same
-stems, the same diacritics folding.
+stems, the same diacritics folding. Imports nothing of notewell.
 """
 
 from __future__ import annotations

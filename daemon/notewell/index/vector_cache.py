@@ -31,7 +31,8 @@ recall@10 (0.99 on the 100k corpus) needs 800 candidates instead of 3,200.
 The copy is tied to the index by two values read in the same transaction as the vectors:
 ``max(embeddings.id)`` (new vectors get higher ids) and the ``vectors_epoch`` meta value,
 which ``Index`` changes whenever it deletes vectors. A query that finds either changed
-pulls the new rows (few, after an edit) or, after a deletion, waits for a full reload.
+pulls the new rows (few, after an edit) or, after a deletion, waits for a full reload
+(``copies``). Imports nothing of notewell.
 """
 
 from __future__ import annotations
@@ -144,19 +145,23 @@ class VectorCache:
     appender) and many readers: readers take a consistent view under a short lock."""
 
     def __init__(self, dim: int, *, exact_limit: int = 5_000, oversample: int = 20,
-                 min_candidates: int = 800, share: int = 64) -> None:
+                 min_candidates: int = 800, share: int = 64,
+                 parallel_from: int = PARALLEL_FROM, center: np.ndarray | None = None) -> None:
         # Candidates for re-scoring, measured with centred bits (bench/search_latency.py):
-        # at 100k, 1,600 give recall@10 0.985 and recall@80 (the dense list search.py
+        # at 100k, 1,600 give recall@10 0.985 and recall@80 (the dense list search
         # fuses) 0.96, 3,125 give 0.995 and 0.98 for 0.4 ms more. At 1M, recall@10 stays
         # at 0.973 from 15,600 candidates to 31,000: there the int8 scores themselves
         # cannot order the synthetic corpus's 100 near-copies of each passage, so
-        # ``Index.knn`` re-scores the best few with float vectors (1.0).
+        # ``reads.Reads.knn`` re-scores the best few with float vectors (1.0).
         self.dim = dim
         self.exact_limit = exact_limit
         self.oversample = oversample
         self.min_candidates = min_candidates
         self.share = share
-        self._center: np.ndarray | None = None  # fixed once the first codes are made
+        self.parallel_from = parallel_from
+        # What sign bits are taken around: the mean of the first vectors coded, unless
+        # given (a zero centre gives the raw signs); fixed once the first codes are made.
+        self._center = None if center is None else np.asarray(center, dtype=np.float32)
         self.epoch = ""
         self.max_id = 0
         self.n = 0
@@ -181,6 +186,11 @@ class VectorCache:
         if self._f32 is not None:
             parts.append(self._f32)
         return sum(p.nbytes for p in parts)
+
+    @property
+    def center(self) -> np.ndarray | None:
+        """The point sign bits are taken around (None until the first codes are made)."""
+        return self._center
 
     @property
     def layout(self) -> str:
@@ -280,7 +290,7 @@ class VectorCache:
             return np.arange(n)
         query_bits = sign_bits((q if center is None else q - center)[None, :])[0]
         dist = np.concatenate(_split(lambda a, b: hamming(bits[:, a:b], query_bits), n,
-                                     2 if n >= PARALLEL_FROM else 1))
+                                     2 if n >= self.parallel_from else 1))
         return nearest_rows(dist, pool)
 
     def search(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -301,7 +311,7 @@ class VectorCache:
             sims = matvec(f32, q)
         else:
             rows = self._candidates(q, k, n, bits, center)
-            halves = 2 if n >= PARALLEL_FROM else 1
+            halves = 2 if n >= self.parallel_from else 1
             sims = np.concatenate(_split(
                 lambda a, b: _rescore(i8, scale, rows[a:b], q), len(rows), halves))
         k = min(k, len(rows))

@@ -43,18 +43,13 @@ class Check:
 def check_sqlite() -> Check:
     name = "sqlite extension"
     try:
-        from notewell.index.database import connect
+        from notewell.index.schema import probe
 
-        db = connect(":memory:")
-        version = db.execute("SELECT vec_version()").fetchone()[0]
-        db.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
-        db.close()
+        sqlite, vec = probe()
     except Exception as e:
         return Check(name, FAIL, f"apsw/sqlite-vec/FTS5 do not load: {type(e).__name__}: {e}",
                      "reinstall notewell's dependencies (`make install`)")
-    import apsw
-
-    return Check(name, OK, f"SQLite {apsw.sqlite_lib_version()} with FTS5, sqlite-vec {version}")
+    return Check(name, OK, f"SQLite {sqlite} with FTS5, sqlite-vec {vec}")
 
 
 def check_model() -> Check:
@@ -144,7 +139,7 @@ def check_source(src_cfg, platform: str) -> Check:
 def check_index(embedder: Callable[[], Embedder] | None = None) -> Check:
     name = "index"
     from notewell.index import store
-    from notewell.index.database import SCHEMA_VERSION
+    from notewell.index.schema import SCHEMA_VERSION, describe
     from notewell.ingest.chunking import ChunkSettings
 
     path = store.current_path()
@@ -159,15 +154,7 @@ def check_index(embedder: Callable[[], Embedder] | None = None) -> Check:
     except Exception as e:
         return Check(name, SKIP, f"cannot tell without the model: {e}")
     try:
-        import apsw
-
-        db = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
-        try:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-            notes = db.execute("SELECT count(*) FROM notes").fetchone()[0]
-        finally:
-            db.close()
+        version, meta, notes = describe(path)
     except Exception as e:
         return Check(name, FAIL, f"{path} cannot be read: {e}",
                      "run `notewell index --rebuild` (the old file is kept aside)")

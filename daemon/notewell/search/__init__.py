@@ -1,7 +1,11 @@
 """Ranking: from what the user typed to a list of notes, each once, with its passage.
 
-Owns ``query`` (filters and words in the typed text) and ``searcher`` (retrieval,
-fusion, grouping, near-duplicates and snippets). Reads the index only through the
-``Index`` read methods (no SQL here). May import ``notes``, ``index``, ``wire.protocol``
-and the ``model.embedding.Embedder`` interface.
+Owns ``query`` (filters and words in the typed text), ``filters`` (the notes they allow),
+``terms`` (the query's words as indexed, their IDF, completing the word being typed),
+``fusion`` (both retrievers' candidates scored together), ``presentation`` (one hit per
+note, near-duplicates, snippets), ``ranking`` (the knobs) and ``searcher`` (orchestrating
+them, with the caches typing reuses). Reads the index only through its read interface
+(``index.reads.Reads``; no SQL here), which decides whether an in-memory copy or SQLite
+answers. May import ``notes``, ``index``, ``wire.protocol`` and the
+``model.embedding.Embedder`` interface.
 """

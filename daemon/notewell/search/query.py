@@ -74,8 +74,3 @@ def fts_match(words: tuple[str, ...], partial: bool, max_terms: int = 32) -> str
     """An FTS5 MATCH expression: the words of ``fts_terms``, OR-ed."""
     quoted = fts_terms(words, partial, max_terms)
     return " OR ".join(quoted) if quoted else None
-
-
-def like_escape(text: str) -> str:
-    """``text`` as a literal inside a SQL ``LIKE`` pattern written with ``ESCAPE '\\'``."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

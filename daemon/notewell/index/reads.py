@@ -1,0 +1,321 @@
+"""The one read interface search uses: every question a query asks of the index (and
+the few ``notewell eval`` adds).
+
+``Reads`` answers each from the in-memory copy when ``copies.Copies`` has a current one
+(k-NN, vectors by id, BM25, which chunks hold a word, the ids that map vectors to chunks
+to notes) and otherwise from SQLite (``sql``); what only the file holds (passages,
+filters, notes by id) always comes from SQLite. The answers are the same either way, up
+to the vector copy's quantization beyond ``CopySettings.exact_limit`` vectors; the caller
+never knows which side answered.
+
+Filtered k-NN and BM25 stay with SQLite, which scans only the allowed notes' chunks. The
+keyword copy with a mask of allowed notes would remove no path (FTS5 still answers words
+of several terms, and one-shot commands) and would change results at scale (the copy's
+larger row budget keeps common words FTS5's leaves out); the vector copy's quantized
+distances are not the exact ones SQLite gives.
+
+May import ``index.copies``, ``index.sql``, ``index.keywords``, ``index.terms``,
+``index.lru``; never ``index.database`` (the ``Index`` hands in its connections).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import apsw
+import numpy as np
+
+from notewell.index import sql
+from notewell.index.copies import Copies
+from notewell.index.keywords import COLUMN_WEIGHTS, KeywordIndex
+from notewell.index.lru import SharedLRU
+from notewell.index.sql import Passage
+from notewell.index.terms import Tokens, Vocabulary
+
+_CHUNK_TERMS_CACHED = 2_000  # chunks' index terms, shared by the worker threads: ~5 MB
+
+
+class Term(Protocol):
+    """A query word as BM25 and coverage need it (``search.terms.QueryTerm``)."""
+
+    @property
+    def phrase(self) -> str: ...  # its FTS5 phrase, e.g. ``"postg"*``
+
+    @property
+    def tokens(self) -> tuple[str, ...]: ...  # its index terms, the last a prefix if typed
+
+    @property
+    def prefix(self) -> bool: ...
+
+    @property
+    def df(self) -> int: ...  # chunks holding it
+
+
+@dataclass(frozen=True)
+class RowBudget:
+    """Postings one BM25 query may score, by which side answers: beyond it the commonest
+    words are left out (they cost the most and weigh the least)."""
+
+    copy: int
+    fts5: int
+
+
+class Reads:
+    """Reads of one index. ``db`` gives this thread's connection to it."""
+
+    def __init__(self, db: Callable[[], apsw.Connection], copies: Copies) -> None:
+        self._db = db
+        self.copies = copies
+        self._local = threading.local()
+        self._chunk_terms: SharedLRU[int, frozenset[str]] = SharedLRU(_CHUNK_TERMS_CACHED)
+
+    # -- stamps -------------------------------------------------------------------------------
+
+    def stamp(self) -> tuple[int, int, int]:
+        """Moves whenever this thread's connection sees a commit, by any connection: what
+        is cached from the index (ids may be reused) is dropped when it moves. Per thread,
+        since each thread reads through its own connection."""
+        return sql.data_version(self._db())
+
+    def content_stamp(self) -> tuple[str, int, str]:
+        """Moves whenever chunks or vectors change, through any connection: results cached
+        under it stay right until it moves."""
+        db = self._db()
+        return (*sql.vector_state(db), sql.chunks_epoch(db))
+
+    # -- vectors ------------------------------------------------------------------------------
+
+    def knn(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """(vector id, cosine distance) of the ``k`` nearest stored vectors.
+
+        From the vector copy (exact up to ``exact_limit`` vectors, quantized with
+        recall@10 >= 0.98 beyond), else sqlite-vec's exact scan. From ``exact_head_from``
+        vectors the best ``exact_head`` are re-scored with their float vectors: int8
+        scores (within 1e-3) cannot order near-ties there."""
+        cache = self.copies.vectors()
+        if cache is None:
+            return sql.knn(self._db(), vector, k)
+        s = self.copies.settings
+        if cache.quantized and cache.n >= s.exact_head_from:
+            found = cache.search(vector, max(k, s.exact_head))
+            return self._exact_head(vector, found, s.exact_head)[:k]
+        return cache.search(vector, k)
+
+    def _exact_head(self, vector: np.ndarray, found: list[tuple[int, float]], size: int
+                    ) -> list[tuple[int, float]]:
+        """``found`` with its first ``size`` distances made exact and re-ordered."""
+        head = found[:size]
+        stored = sql.stored_vectors(self._db(), [i for i, _ in head])
+        q = np.asarray(vector, dtype=np.float32)
+        q = q / max(float(np.linalg.norm(q)), 1e-12)
+        exact = [(i, float(1.0 - stored[i] @ q) if i in stored else d) for i, d in head]
+        return sorted(exact, key=lambda x: (x[1], x[0])) + found[size:]
+
+    def nearest_chunks(self, vector: np.ndarray, k: int, notes: Iterable[int] | None = None
+                       ) -> list[tuple[int, float]]:
+        """(chunk id, cosine distance) nearest first, equal distances by chunk id: the
+        chunks of the ``k`` nearest vectors, or exactly the ``k`` nearest chunks of
+        ``notes`` (note rows) when given."""
+        if notes is not None:
+            return sql.knn_within(self._db(), vector, k, notes)
+        nearest = self.knn(vector, k)
+        if not nearest:
+            return []
+        dist = dict(nearest)
+        return sorted(((c, dist[e]) for c, e in self.chunks_of_vectors(list(dist))),
+                      key=lambda x: (x[1], x[0]))
+
+    def vector_matrix(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Which vector ids are stored (a mask over ``ids``) and their vectors as the rows
+        of one matrix: from the vector copy (exact, or decoded from int8 within ~1e-3 when
+        quantized), or from SQLite while the copy loads."""
+        cache = self.copies.vectors()
+        if cache is not None:
+            return cache.matrix(list(ids))
+        rows = sql.stored_vectors(self._db(), ids)
+        found = np.array([i in rows for i in ids], dtype=bool)
+        matrix = (np.stack([rows[i] for i in ids if i in rows]) if rows
+                  else np.zeros((0, self.copies.dim), dtype=np.float32))
+        return found, matrix
+
+    # -- ids: vectors to chunks to notes ---------------------------------------------------------
+
+    def chunks_of_vectors(self, vector_ids: list[int]) -> Iterable[tuple[int, int]]:
+        """(chunk id, vector id) of every chunk stored with one of ``vector_ids`` (a
+        passage repeated word for word shares one vector)."""
+        copy = self.copies.keywords()
+        if copy is not None:
+            at = copy.chunks_of_vectors(vector_ids)
+            return zip(copy.chunk_ids[at].tolist(), copy.vectors[at].tolist())
+        return sql.chunks_of_vectors(self._db(), vector_ids)
+
+    def owners(self, chunk_ids: list[int]) -> list[tuple[int, int, int]]:
+        """(chunk id, note row, vector id) of those of ``chunk_ids`` still indexed."""
+        copy = self.copies.keywords()
+        if copy is not None:
+            notes, vectors = copy.owners(chunk_ids)
+            return [(c, n, e) for c, n, e in zip(chunk_ids, notes.tolist(), vectors.tolist())
+                    if n >= 0]
+        return sql.owners(self._db(), chunk_ids)
+
+    def note_vectors(self, notes: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(note row, vector id) of every chunk of ``notes``, grouped by note, so each
+        note's passages are one run of rows."""
+        copy = self.copies.keywords()
+        if copy is not None:
+            at = copy.chunks_of_notes(notes)
+            return copy.notes[at], copy.vectors[at]
+        return sql.note_vectors(self._db(), notes)
+
+    # -- words ----------------------------------------------------------------------------------
+
+    def vocabulary(self) -> Vocabulary:
+        """The indexed terms with the number of chunks holding each (for IDF)."""
+        return self.copies.vocabulary()
+
+    def _tokens(self) -> Tokens:
+        """FTS5's tokenizer on this thread's connection."""
+        db, local = self._db(), self._local
+        if getattr(local, "db", None) is not db:
+            local.db, local.tokens = db, Tokens(db)
+        return local.tokens
+
+    def query_tokens(self, word: str, prefix: bool) -> list[str]:
+        """A query word as FTS5 reads it: its index terms, the last a prefix if ``prefix``
+        (a word like ``snake_ca`` is two terms)."""
+        tokens = self._tokens()
+        return tokens.prefix(word) if prefix else tokens.terms(word, query=True)
+
+    def scoring_copy(self, terms: Sequence[Term], weights: Sequence[float]
+                     ) -> KeywordIndex | None:
+        """The keyword copy, when it scores ``terms`` as FTS5 would: built with these
+        column weights, and every word a single term."""
+        copy = self.copies.keywords()
+        if copy is None or copy.weights != tuple(weights):
+            return None
+        return copy if all(len(t.tokens) == 1 for t in terms) else None
+
+    def bm25(self, terms: Sequence[Term], k: int, weights: Sequence[float], budget: RowBudget,
+             notes: Iterable[int] | None = None) -> list[tuple[int, float]]:
+        """(chunk id, BM25 score: higher is better) of the ``k`` best chunks holding any
+        of ``terms``, over the chunks of ``notes`` (note rows) when given; scored as FTS5's
+        ``bm25()`` with these column weights, from the keyword copy when it can."""
+        if not terms:
+            return []
+        copy = self.scoring_copy(terms, weights) if notes is None else None
+        # Rarest first, words join while the chunks they hold fit the budget: FTS5 floors
+        # the IDF of a word in half the chunks near zero.
+        limit = budget.copy if copy is not None else budget.fts5
+        kept, rows = [], 0
+        for t in sorted(terms, key=lambda t: t.df):
+            if kept and rows + t.df > limit:
+                break
+            kept.append(t)
+            rows += t.df
+        if copy is not None:
+            return copy.bm25([(t.tokens[0], t.prefix) for t in kept], k)
+        match = " OR ".join(t.phrase for t in kept)
+        return [(c, -s) for c, s in self.fts5_bm25(match, k, weights, notes)]
+
+    def fts5_bm25(self, match: str, k: int, weights: Sequence[float] = COLUMN_WEIGHTS,
+                  notes: Iterable[int] | None = None) -> list[tuple[int, float]]:
+        """(chunk id, ``bm25()``: lower is better) for an FTS5 MATCH expression, from FTS5
+        itself (what ``bm25`` answers with when the copy cannot; benchmarks time it)."""
+        return sql.bm25(self._db(), match, k, weights, notes)
+
+    def holds(self, terms: Sequence[Term], chunk_ids: list[int]) -> np.ndarray:
+        """Whether each chunk holds each word: one row of ``chunk_ids`` per term. A typed
+        word is held through any term it may complete to; a word of several terms
+        (``snake_case``) through all of them."""
+        copy = self.copies.keywords()
+        if copy is not None and all(len(t.tokens) == 1 for t in terms):
+            positions = copy.positions(chunk_ids)  # from the posting lists: nothing read
+            rows = [copy.holds(positions, t.tokens[0], t.prefix) for t in terms]
+        else:
+            held = self._chunk_terms_of(chunk_ids)
+            vocab = self.vocabulary()
+            rows = []
+            for t in terms:
+                completions = (frozenset(vocab.starting_with(t.tokens[-1])) if t.prefix
+                               else frozenset())
+                rows.append([_held(t, held.get(c, frozenset()), completions)
+                             for c in chunk_ids])
+        return np.array(rows, dtype=bool).reshape(len(terms), len(chunk_ids))
+
+    def _chunk_terms_of(self, chunk_ids: list[int]) -> dict[int, frozenset[str]]:
+        """The index terms of each chunk, as FTS5 tokenized its four columns (interned,
+        kept for typing's next keystrokes until the index changes)."""
+        stamp, local = self.stamp(), self._local
+        if getattr(local, "stamp", None) != stamp:
+            local.stamp = stamp
+            self._chunk_terms.clear()
+        tokens = self._tokens()
+        found = self._chunk_terms.get_many(chunk_ids)
+        missing = [c for c in chunk_ids if c not in found]
+        if missing:
+            fresh = {chunk_id: frozenset(map(sys.intern, tokens.terms("\n".join(columns))))
+                     for chunk_id, *columns in sql.keyword_columns(self._db(), missing)}
+            self._chunk_terms.put_many(fresh)
+            found.update(fresh)
+        return found
+
+    def titles_and_texts(self, chunk_ids: Sequence[int]) -> list[tuple[str, str]]:
+        """(note title, passage) of each of ``chunk_ids``: what a typed word completes from."""
+        return sql.titles_and_texts(self._db(), chunk_ids)
+
+    # -- notes and passages -------------------------------------------------------------------
+
+    def passages(self, chunk_ids: Sequence[int]) -> list[Passage]:
+        """Everything a hit shows, for those of ``chunk_ids`` still indexed, in order."""
+        return sql.passages(self._db(), chunk_ids)
+
+    def recent_notes(self, limit: int, notes: set[int] | None = None) -> list[int]:
+        """The ``limit`` most recently modified notes (rows), of ``notes`` when given."""
+        found = sql.recent(self._db(), limit if notes is None else 1_000_000)
+        return [n for n in found if notes is None or n in notes][:limit]
+
+    def first_chunk(self, note: int) -> int | None:
+        return sql.first_chunk(self._db(), note)
+
+    def note_row(self, note_id: str) -> int | None:
+        return sql.note_row(self._db(), note_id)
+
+    def chunk_count(self, note: int) -> int:
+        return sql.chunk_count(self._db(), note)
+
+    # -- filters ---------------------------------------------------------------------------
+
+    def tagged(self, tag: str) -> set[int]:
+        """Note rows tagged ``tag`` or a tag nested under it (``tag/...``)."""
+        return sql.tagged(self._db(), tag)
+
+    def sources(self) -> set[str]:
+        """The names of the sources with notes in the index."""
+        return sql.sources(self._db())
+
+    def in_source(self, name: str) -> set[int]:
+        """Note rows of source ``name``."""
+        return sql.in_source(self._db(), name)
+
+
+    # -- for ``notewell eval`` ------------------------------------------------------------
+
+    def note_paths(self) -> dict[str, str | None]:
+        """Each note's path (None for notes without one), by note id."""
+        return sql.note_paths(self._db())
+
+    def keyword_baseline(self, words: Sequence[str], limit: int,
+                         notes: Iterable[int] | None = None) -> list[str]:
+        """Note ids ranked by how many of ``words`` their title and passages contain
+        (``LIKE '%word%'``), ties by note id: the naive baseline ``notewell eval`` shows."""
+        return sql.keyword_baseline(self._db(), words, limit, notes)
+
+
+def _held(term: Term, terms: frozenset[str], completions: frozenset[str]) -> bool:
+    if term.prefix:
+        return not completions.isdisjoint(terms) and all(t in terms for t in term.tokens[:-1])
+    return all(t in terms for t in term.tokens)

@@ -1,0 +1,296 @@
+"""The index file's format: schema, numbered migrations, and the checks on a file.
+
+Owns ``SCHEMA_VERSION`` and the migrations that reach it (append one; never edit a shipped
+one), ``connect`` (a connection with sqlite-vec loaded and the pragmas notewell relies on),
+``BuildSettings`` (the embedder and chunker an index records, never mixed: a mismatch
+raises ``IndexMismatch``), the ``meta`` table, the errors an unusable file raises, and the
+checks: integrity, the one-to-one links between notes, chunks, FTS rows and vectors, and
+what ``notewell doctor`` reads without opening an ``Index`` (``probe``, ``describe``).
+
+May import ``index.terms`` (the tokenizer the FTS5 table is created with) and nothing else
+of notewell.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import apsw
+import sqlite_vec
+
+from notewell.index.terms import FTS_TOKENIZER
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 3
+# Vectors per vec0 chunk, since the schema version that moved them (migration 3).
+VECTOR_CHUNK = 64
+VECTORS_MOVED = 3
+
+
+class IndexProblem(Exception):
+    """Base for index problems the user can act on."""
+
+
+class IndexMismatch(IndexProblem):
+    """The index was built with another model, chunker or schema."""
+
+
+class IndexCorrupt(IndexProblem):
+    """The file is not a usable SQLite database."""
+
+
+def migrations(dim: int) -> list[list[str]]:
+    """Migration N brings ``user_version`` from N to N+1. Append; never edit a shipped one."""
+    return [
+        [
+            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            """CREATE TABLE sources (
+                name TEXT PRIMARY KEY, kind TEXT NOT NULL, last_sync REAL, last_error TEXT,
+                pending INTEGER NOT NULL DEFAULT 0, behind_since REAL, state TEXT)""",
+            """CREATE TABLE notes (
+                id INTEGER PRIMARY KEY, note_id TEXT NOT NULL UNIQUE, source TEXT NOT NULL,
+                kind TEXT NOT NULL, title TEXT NOT NULL, path TEXT, url TEXT NOT NULL,
+                tags TEXT NOT NULL DEFAULT '[]', aliases TEXT NOT NULL DEFAULT '[]',
+                created REAL, modified REAL, archived INTEGER NOT NULL DEFAULT 0,
+                fingerprint TEXT NOT NULL, content_hash TEXT NOT NULL, indexed_at REAL)""",
+            "CREATE INDEX notes_source ON notes(source)",
+            """CREATE TABLE note_tags (
+                note INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
+                tag TEXT NOT NULL COLLATE NOCASE, PRIMARY KEY (note, tag)) WITHOUT ROWID""",
+            "CREATE INDEX note_tags_tag ON note_tags(tag)",
+            "CREATE TABLE embeddings (id INTEGER PRIMARY KEY, hash TEXT NOT NULL UNIQUE)",
+            """CREATE TABLE chunks (
+                id INTEGER PRIMARY KEY,
+                note INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
+                seq INTEGER NOT NULL, heading_path TEXT NOT NULL, anchor TEXT,
+                url TEXT NOT NULL, text TEXT NOT NULL,
+                embedding INTEGER NOT NULL REFERENCES embeddings(id))""",
+            "CREATE INDEX chunks_note ON chunks(note, seq)",
+            "CREATE INDEX chunks_embedding ON chunks(embedding)",
+            f"""CREATE VIRTUAL TABLE chunks_fts USING fts5(
+                title, heading, body, tags, content='', contentless_delete=1,
+                tokenize='{FTS_TOKENIZER}')""",
+            f"""CREATE VIRTUAL TABLE vectors USING vec0(
+                embedding float[{dim}] distance_metric=cosine)""",
+        ],
+        # 2: prefix indexes for the word being typed ("da*", "dai*"): FTS5 answered those
+        # by expanding every matching term, 25-35% of a keystroke's BM25 time.
+        [
+            f"""CREATE VIRTUAL TABLE chunks_fts_new USING fts5(
+                title, heading, body, tags, content='', contentless_delete=1,
+                tokenize='{FTS_TOKENIZER}', prefix='2 3')""",
+            """INSERT INTO chunks_fts_new(rowid, title, heading, body, tags)
+               SELECT c.id,
+                      n.title || coalesce((SELECT ' ' || group_concat(value, ' ')
+                                           FROM json_each(n.aliases)), ''),
+                      replace(c.heading_path, ' > ', ' '), c.text,
+                      coalesce((SELECT group_concat(value, ' ') FROM json_each(n.tags)), '')
+               FROM chunks c JOIN notes n ON n.id = c.note""",
+            "DROP TABLE chunks_fts",
+            "ALTER TABLE chunks_fts_new RENAME TO chunks_fts",
+        ],
+        # 3: vectors in chunks of 64 instead of vec0's 1,024. vec0 reads one vector by
+        # walking the overflow pages of its chunk's blob (1.5 MB at 1,024): measured on
+        # 200,000 vectors, a point lookup took 0.22 ms instead of 0.04, reading every
+        # vector (the in-memory copy's load) 14.3 s instead of 0.95, an insert 48 us
+        # instead of 10; its own exact scan took the same. vec0 cannot be renamed, so the
+        # rows go through a plain table.
+        [
+            "CREATE TABLE vectors_moving (id INTEGER PRIMARY KEY, embedding BLOB NOT NULL)",
+            "INSERT INTO vectors_moving SELECT rowid, embedding FROM vectors",
+            "DROP TABLE vectors",
+            f"""CREATE VIRTUAL TABLE vectors USING vec0(
+                embedding float[{dim}] distance_metric=cosine, chunk_size={VECTOR_CHUNK})""",
+            "INSERT INTO vectors(rowid, embedding) SELECT id, embedding FROM vectors_moving",
+            "DROP TABLE vectors_moving",
+        ],
+    ]
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    """What the index records about how it was built; all must match to reuse it."""
+
+    embedder: str
+    dim: int
+    chunker: str
+
+    def as_meta(self) -> dict[str, str]:
+        return {"embedder": self.embedder, "dim": str(self.dim), "chunker": self.chunker}
+
+
+def connect(path: str) -> apsw.Connection:
+    """A connection with sqlite-vec loaded and the pragmas notewell relies on."""
+    flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+    conn = apsw.Connection(path, flags=flags)
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    conn.enable_load_extension(False)
+    conn.set_busy_timeout(5000)
+    if path != ":memory:":
+        conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    # 1 MB of page cache per connection (SQLite's default is 2): the daemon keeps one per
+    # worker thread, and the in-memory copies answer the scans that would need more.
+    conn.execute("PRAGMA cache_size=-1024")
+    return conn
+
+
+# -- opening a file -----------------------------------------------------------------------
+
+
+def upgrade(db: apsw.Connection, path: str, settings: BuildSettings) -> None:
+    """Bring the file at ``path`` to ``SCHEMA_VERSION`` (creating it when empty), record
+    ``settings`` in a new one and check them against an old one. Raises ``IndexCorrupt``
+    for a file that is not a notewell index, ``IndexMismatch`` for another build."""
+    try:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+    except apsw.NotADBError:
+        raise IndexCorrupt(f"{path} is not a SQLite database") from None
+    steps = migrations(settings.dim)
+    if version > len(steps):
+        raise IndexMismatch(
+            f"index schema {version} is newer than this notewell ({len(steps)}): "
+            "upgrade notewell or run `notewell index --rebuild`"
+        )
+    if version == 0:
+        tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if tables:
+            raise IndexCorrupt(f"{path} holds tables but no notewell schema")
+    if 0 < version < len(steps):
+        log.info("upgrading %s from schema %d to %d, once%s", path, version, len(steps),
+                 " (moving the vectors: about 15 s per 100,000)"
+                 if version < VECTORS_MOVED else "")
+    for n in range(version, len(steps)):
+        with db:
+            for statement in steps[n]:
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version={n + 1}")
+    if 0 < version < VECTORS_MOVED:
+        _compact(db, path)  # the old vectors' pages are free now
+    with db:
+        if not read_meta(db):
+            for key, value in settings.as_meta().items():
+                write_meta(db, key, value)
+            write_meta(db, "created", str(time.time()))
+    check_settings(db, settings)
+
+
+def _compact(db: apsw.Connection, path: str) -> None:
+    """Give free pages back to the file system (2.3 s at 100k chunks). Best effort: on a
+    disk without room for the copy VACUUM writes (or any other refusal) the pages stay
+    free in the file and later writes reuse them."""
+    try:
+        db.execute("VACUUM")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except apsw.Error as e:
+        log.warning("could not compact %s (%s); its free pages will be reused", path, e)
+
+
+def check_settings(db: apsw.Connection, settings: BuildSettings) -> None:
+    stored = read_meta(db)
+    for key, want in settings.as_meta().items():
+        have = stored.get(key)
+        if have != want:
+            raise IndexMismatch(
+                f"the index was built with {key} {have!r}, but notewell now uses "
+                f"{want!r}: run `notewell index --rebuild`"
+            )
+
+
+def read_meta(db: apsw.Connection) -> dict[str, str]:
+    return dict(db.execute("SELECT key, value FROM meta").fetchall())
+
+
+def write_meta(db: apsw.Connection, key: str, value: str) -> None:
+    db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+
+# -- checks -------------------------------------------------------------------------------
+
+
+def integrity_problems(db: apsw.Connection, quick: bool = False) -> list[str]:
+    """SQLite's own check (``quick_check`` if ``quick``): the lines that are not "ok"."""
+    pragma = "quick_check" if quick else "integrity_check"
+    try:
+        rows = db.execute(f"PRAGMA {pragma}").fetchall()
+    except (apsw.CorruptError, apsw.NotADBError) as e:
+        return [f"{pragma} failed: {e}"]
+    return [line for r in rows if r[0] != "ok" for line in str(r[0]).splitlines()]
+
+
+def consistency_problems(db: apsw.Connection) -> list[str]:
+    """What breaks the one-to-one links between notes, chunks, FTS rows and vectors (empty
+    when consistent). Slower than ``integrity_problems``: for tests and ``bench/load.py``.
+
+    Every chunk belongs to a note and has exactly one FTS row and one stored vector; every
+    FTS row is a chunk's; ``embeddings`` and ``vectors`` hold the same ids (a vector no
+    chunk uses is allowed: it is kept for reuse until pruned)."""
+    one = db.execute
+    problems: list[str] = []
+
+    def ids(sql: str) -> set[int]:
+        return {r[0] for r in one(sql)}
+
+    try:
+        problems += integrity_problems(db)
+        problems += [f"foreign key: {r}" for r in one("PRAGMA foreign_key_check")]
+        one("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 0)")
+    except apsw.Error as e:
+        problems.append(f"check failed: {type(e).__name__}: {e}")
+    chunks = ids("SELECT id FROM chunks")
+    fts = ids("SELECT rowid FROM chunks_fts")
+    embeddings = ids("SELECT id FROM embeddings")
+    vectors = ids("SELECT rowid FROM vectors")
+    for label, found in (
+        ("chunks without an FTS row", chunks - fts),
+        ("FTS rows without a chunk", fts - chunks),
+        ("embeddings without a vector", embeddings - vectors),
+        ("vectors without an embedding row", vectors - embeddings),
+        ("chunks whose embedding is missing",
+         ids("SELECT id FROM chunks WHERE embedding NOT IN (SELECT id FROM embeddings)")),
+        ("chunks of missing notes",
+         ids("SELECT id FROM chunks WHERE note NOT IN (SELECT id FROM notes)")),
+        ("tags of missing notes",
+         ids("SELECT note FROM note_tags WHERE note NOT IN (SELECT id FROM notes)")),
+    ):
+        if found:
+            problems.append(f"{len(found)} {label} (e.g. {sorted(found)[:5]})")
+    dup = one("SELECT note, seq FROM chunks GROUP BY note, seq HAVING count(*) > 1").fetchall()
+    if dup:
+        problems.append(f"{len(dup)} duplicate (note, seq) chunk pairs, e.g. {dup[:3]}")
+    return problems
+
+
+def probe() -> tuple[str, str]:
+    """(SQLite version, sqlite-vec version) once both load, with FTS5, in a scratch
+    database; raises whatever stops them."""
+    db = connect(":memory:")
+    try:
+        vec = db.execute("SELECT vec_version()").fetchone()[0]
+        db.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
+    finally:
+        db.close()
+    return apsw.sqlite_lib_version(), vec
+
+
+class FileSummary(NamedTuple):
+    version: int  # the schema version (``PRAGMA user_version``)
+    meta: dict[str, str]
+    notes: int
+
+
+def describe(path: str) -> FileSummary:
+    """What an index file says about itself, read only (nothing migrated or created);
+    raises ``apsw.Error`` for a file that cannot be read."""
+    db = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return FileSummary(db.execute("PRAGMA user_version").fetchone()[0], read_meta(db),
+                           db.execute("SELECT count(*) FROM notes").fetchone()[0])
+    finally:
+        db.close()

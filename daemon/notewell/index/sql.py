@@ -1,0 +1,273 @@
+"""The reads SQLite answers: one function per read, each over a connection.
+
+``reads.Reads`` calls these when no in-memory copy can answer (one-shot commands, a copy
+still loading, a filtered query) and for what only the file holds (passages, filters,
+notes by id). ``copies`` reads the rows its copies are built from here too. Nothing here
+decides between SQLite and a copy.
+
+Ids go to SQLite as one JSON array (``json_each``) rather than one ``?`` per id: one
+statement of any length, prepared once. May import ``index.keywords`` (the columns a
+chunk is indexed under) and nothing else of notewell.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple
+
+import apsw
+import numpy as np
+
+from notewell.index import keywords
+
+
+def _ids(ids: Iterable[int]) -> str:
+    return json.dumps(list(ids))
+
+
+# -- the state the copies follow ----------------------------------------------------------
+
+
+def chunks_epoch(db: apsw.Connection) -> str:
+    """Moved by every write that changes chunks (``Index``): what the keyword copy, the
+    vocabulary and the searcher's caches follow."""
+    row = db.execute("SELECT value FROM meta WHERE key = 'chunks_epoch'").fetchone()
+    return row[0] if row else ""
+
+
+def vector_state(db: apsw.Connection) -> tuple[str, int]:
+    """What ties a vector copy to the index: the epoch (changed by every deletion) and the
+    highest vector id (new vectors get higher ones)."""
+    row = db.execute(
+        "SELECT (SELECT value FROM meta WHERE key = 'vectors_epoch'), "
+        "(SELECT max(id) FROM embeddings)").fetchone()
+    return row[0] or "", row[1] or 0
+
+
+def data_version(db: apsw.Connection) -> tuple[int, int, int]:
+    """Changes whenever any connection commits, as this one sees it: ``data_version``
+    counts other connections' commits, ``total_changes`` this one's own."""
+    return id(db), db.execute("PRAGMA data_version").fetchone()[0], db.total_changes()
+
+
+# -- vectors ---------------------------------------------------------------------------------
+
+
+def all_vectors(db: apsw.Connection) -> apsw.Cursor:
+    """(vector id, float32 bytes) of every stored vector."""
+    return db.execute("SELECT rowid, embedding FROM vectors")
+
+
+def vectors_between(db: apsw.Connection, low: int, high: int) -> list[tuple[int, bytes]]:
+    """(vector id, float32 bytes) of the vectors with ids in ``(low, high]``, ascending."""
+    return db.execute(
+        "SELECT e.id, v.embedding FROM embeddings e JOIN vectors v "
+        "ON v.rowid = e.id WHERE e.id > ? AND e.id <= ? ORDER BY e.id", (low, high)).fetchall()
+
+
+def stored_vectors(db: apsw.Connection, ids: Iterable[int]) -> dict[int, np.ndarray]:
+    """Float vectors, one point lookup each: ``vec0`` answers ``rowid IN (...)`` by scanning
+    every chunk of vectors (320 ms at 1M), a lookup in ~40 us (it walks the overflow pages
+    of its chunk's blob: 96 KB since migration 3)."""
+    out = {}
+    # As Python ints: apsw binds a numpy integer as a blob, which matches no rowid.
+    for i in dict.fromkeys(map(int, ids)):
+        row = db.execute("SELECT embedding FROM vectors WHERE rowid = ?", (i,)).fetchone()
+        if row is not None:
+            out[i] = np.frombuffer(row[0], dtype=np.float32)
+    return out
+
+
+def knn(db: apsw.Connection, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """(vector id, cosine distance) of the ``k`` nearest: sqlite-vec's exact scan."""
+    rows = db.execute(
+        "SELECT rowid, distance FROM vectors WHERE embedding MATCH ? AND k = ? "
+        "ORDER BY distance", (np.asarray(vector, dtype=np.float32).tobytes(), k))
+    return [(r[0], r[1]) for r in rows]
+
+
+def knn_within(db: apsw.Connection, vector: np.ndarray, k: int, notes: Iterable[int]
+               ) -> list[tuple[int, float]]:
+    """(chunk id, cosine distance) of the ``k`` nearest chunks of ``notes``: exact."""
+    rows = db.execute(
+        "SELECT c.id, vec_distance_cosine(v.embedding, ?) AS d FROM chunks c "
+        "JOIN vectors v ON v.rowid = c.embedding "
+        "WHERE c.note IN (SELECT value FROM json_each(?)) ORDER BY d LIMIT ?",
+        (np.asarray(vector, dtype=np.float32).tobytes(), json.dumps(sorted(notes)), k))
+    return [(r[0], r[1]) for r in rows]
+
+
+# -- ids ---------------------------------------------------------------------------------------
+
+
+def chunks_of_vectors(db: apsw.Connection, vector_ids: Sequence[int]
+                      ) -> list[tuple[int, int]]:
+    """(chunk id, vector id) of every chunk stored with one of ``vector_ids``."""
+    return db.execute("SELECT id, embedding FROM chunks WHERE embedding IN "
+                      "(SELECT value FROM json_each(?))", (_ids(vector_ids),)).fetchall()
+
+
+def owners(db: apsw.Connection, chunk_ids: Sequence[int]) -> list[tuple[int, int, int]]:
+    """(chunk id, note row, vector id) of those of ``chunk_ids`` still indexed."""
+    return db.execute("SELECT id, note, embedding FROM chunks WHERE id IN "
+                      "(SELECT value FROM json_each(?))", (_ids(chunk_ids),)).fetchall()
+
+
+def note_vectors(db: apsw.Connection, notes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(note row, vector id) of every chunk of ``notes``, grouped by note."""
+    rows = db.execute("SELECT note, embedding FROM chunks WHERE note IN "
+                      "(SELECT value FROM json_each(?)) ORDER BY note", (_ids(notes),)
+                      ).fetchall()
+    return (np.array([r[0] for r in rows], dtype=np.int64),
+            np.array([r[1] for r in rows], dtype=np.int64))
+
+
+# -- keywords ----------------------------------------------------------------------------------
+
+
+def bm25(db: apsw.Connection, match: str, k: int, weights: Sequence[float],
+         notes: Iterable[int] | None = None) -> list[tuple[int, float]]:
+    """(chunk id, ``bm25()``: lower is better) for an FTS5 MATCH expression, over the
+    chunks of ``notes`` (note rows) when given."""
+    w = ", ".join(str(float(x)) for x in weights)
+    within, args = "", (match, k)
+    if notes is not None:
+        within = ("AND rowid IN (SELECT id FROM chunks WHERE note IN "
+                  "(SELECT value FROM json_each(?))) ")
+        args = (match, json.dumps(sorted(notes)), k)
+    rows = db.execute(
+        f"SELECT rowid, bm25(chunks_fts, {w}) AS s FROM chunks_fts "
+        f"WHERE chunks_fts MATCH ? {within}ORDER BY s LIMIT ?", args)
+    return [(r[0], r[1]) for r in rows]
+
+
+_KEYWORD_ROWS = ("SELECT c.id, c.note, c.embedding, n.title, n.aliases, c.heading_path, "
+                 "c.text, n.tags FROM chunks c JOIN notes n ON n.id = c.note")
+
+
+def _keyword_rows(rows: Iterable[tuple]) -> Iterator[keywords.Row]:
+    for chunk_id, note, vector, title, aliases, heading, text, tags in rows:
+        yield (chunk_id, note, vector, *keywords.columns(title, json.loads(aliases), heading,
+                                                         text, json.loads(tags)))
+
+
+def keyword_rows(db: apsw.Connection) -> Iterator[keywords.Row]:
+    """Every chunk as the keyword copy reads it: (chunk id, note row, vector id, the four
+    FTS5 columns as indexed), by chunk id."""
+    return _keyword_rows(db.execute(_KEYWORD_ROWS + " ORDER BY c.id"))
+
+
+def keyword_columns(db: apsw.Connection, chunk_ids: Sequence[int]
+                    ) -> Iterator[tuple[int, str, str, str, str]]:
+    """(chunk id, its four FTS5 columns as they were indexed) for ``chunk_ids``."""
+    rows = _keyword_rows(db.execute(
+        _KEYWORD_ROWS + " WHERE c.id IN (SELECT value FROM json_each(?))",
+        (_ids(chunk_ids),)))
+    return ((chunk_id, *columns) for chunk_id, _, _, *columns in rows)
+
+
+def titles_and_texts(db: apsw.Connection, chunk_ids: Sequence[int]) -> list[tuple[str, str]]:
+    """(note title, passage) of each of ``chunk_ids``."""
+    return db.execute("SELECT n.title, c.text FROM chunks c JOIN notes n ON n.id = c.note "
+                      "WHERE c.id IN (SELECT value FROM json_each(?))", (_ids(chunk_ids),)
+                      ).fetchall()
+
+
+# -- notes and passages --------------------------------------------------------------------------
+
+
+class Passage(NamedTuple):
+    """Everything a hit shows, for one chunk."""
+
+    chunk_id: int
+    note: int  # the note's row
+    heading: str
+    url: str
+    text: str
+    vector: int
+    note_id: str
+    title: str
+    source: str
+    kind: str
+    path: str | None
+    tags: str  # JSON
+    modified: float | None
+    archived: int
+    content_hash: str
+
+
+def passages(db: apsw.Connection, chunk_ids: Sequence[int]) -> list[Passage]:
+    """The passages of those of ``chunk_ids`` still indexed, in that order."""
+    rows = {r[0]: r for r in db.execute(
+        "SELECT c.id, c.note, c.heading_path, c.url, c.text, c.embedding, n.note_id, "
+        "n.title, n.source, n.kind, n.path, n.tags, n.modified, n.archived, "
+        "n.content_hash FROM chunks c JOIN notes n ON n.id = c.note "
+        "WHERE c.id IN (SELECT value FROM json_each(?))", (_ids(chunk_ids),))}
+    return [Passage(*rows[c]) for c in chunk_ids if c in rows]
+
+
+def recent(db: apsw.Connection, limit: int) -> list[int]:
+    """Note rows, most recently modified first."""
+    return [r[0] for r in db.execute(
+        "SELECT id FROM notes ORDER BY modified DESC NULLS LAST LIMIT ?", (limit,))]
+
+
+def first_chunk(db: apsw.Connection, note: int) -> int | None:
+    row = db.execute("SELECT id FROM chunks WHERE note = ? ORDER BY seq LIMIT 1",
+                     (note,)).fetchone()
+    return row[0] if row else None
+
+
+def note_row(db: apsw.Connection, note_id: str) -> int | None:
+    row = db.execute("SELECT id FROM notes WHERE note_id = ?", (note_id,)).fetchone()
+    return row[0] if row else None
+
+
+def chunk_count(db: apsw.Connection, note: int) -> int:
+    return db.execute("SELECT count(*) FROM chunks WHERE note = ?", (note,)).fetchone()[0]
+
+
+def note_paths(db: apsw.Connection) -> dict[str, str | None]:
+    return dict(db.execute("SELECT note_id, path FROM notes").fetchall())
+
+
+# -- filters -------------------------------------------------------------------------------------
+
+
+def like_escape(text: str) -> str:
+    """``text`` as a literal inside a SQL ``LIKE`` pattern written with ``ESCAPE '\\'``."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def tagged(db: apsw.Connection, tag: str) -> set[int]:
+    """Note rows tagged ``tag`` or a tag nested under it (``tag/...``), any case."""
+    return {r[0] for r in db.execute(
+        "SELECT note FROM note_tags WHERE tag = ? OR tag LIKE ? ESCAPE '\\'",
+        (tag, like_escape(tag) + "/%"))}
+
+
+def sources(db: apsw.Connection) -> set[str]:
+    """The names of the sources with notes in the index."""
+    return {r[0] for r in db.execute("SELECT DISTINCT source FROM notes")}
+
+
+def in_source(db: apsw.Connection, name: str) -> set[int]:
+    return {r[0] for r in db.execute("SELECT id FROM notes WHERE source = ?", (name,))}
+
+
+def keyword_baseline(db: apsw.Connection, words: Sequence[str], limit: int,
+                     notes: Iterable[int] | None = None) -> list[str]:
+    """``notewell eval``'s naive baseline: note ids ranked by how many of ``words`` their
+    title and passages contain (``LIKE '%word%'``), ties by note id."""
+    hit = "max(n.title || ' ' || c.text LIKE ? ESCAPE '\\')"
+    where = ""
+    args: list = [f"%{like_escape(w)}%" for w in words]
+    if notes is not None:
+        where = "WHERE c.note IN (SELECT value FROM json_each(?)) "
+        args.append(json.dumps(sorted(notes)))
+    rows = db.execute(
+        f"SELECT n.note_id, {' + '.join([hit] * len(words))} AS hits FROM chunks c "
+        f"JOIN notes n ON n.id = c.note {where}GROUP BY c.note HAVING hits > 0 "
+        "ORDER BY hits DESC, n.note_id LIMIT ?", (*args, limit))
+    return [r[0] for r in rows]

@@ -1,0 +1,45 @@
+"""The ranking knobs, in one place: how deep each retriever looks, how fusion weighs them,
+when a typed word is completed, when two notes count as one.
+
+May import ``index.keywords`` (FTS5's column weights) and nothing else of notewell.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from notewell.index.keywords import COLUMN_WEIGHTS
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Ranking knobs; defaults tuned on SciFact's train split and the demo golden set
+    (``notewell eval``), where a broad range of them scores within 0.003 nDCG@10."""
+
+    dense_k: int = 80
+    bm25_k: int = 80
+    # Weight of the (min-max scaled) cosine; BM25 gets the rest.
+    dense_share: float = 0.6
+    # Trust in a keyword match (see ``fusion``): it rises from 0 at this share of the
+    # query's IDF mass to 1 at all of it, raised to ``coverage_power`` ...
+    coverage_floor: float = 0.4
+    coverage_power: float = 2.0
+    # ... or from 0 to 1 as the matched IDF mass itself goes from low to high (about 2
+    # and 4 rare words), whichever is larger.
+    matched_idf_low: float = 8.0
+    matched_idf_high: float = 20.0
+    # FTS5 column weights: title, heading path, passage, tags.
+    bm25_columns: tuple[float, float, float, float] = COLUMN_WEIGHTS
+    # A fragment this short is too ambiguous to embed while it is being typed, unless
+    # it can be completed from the words of this many top keyword hits.
+    min_partial_for_dense: int = 4
+    complete_from: int = 20
+    # The BM25 query leaves out the commonest words once the chunks holding the words
+    # exceed this many (coverage still counts them): see ``index.reads.Reads.bm25``.
+    bm25_row_budget: int = 40_000
+    # The same for the in-memory keyword copy, where a chunk costs ~50x less to score.
+    keyword_row_budget: int = 200_000
+    # Notes whose mean passage vectors are this close are one note shown twice; with
+    # the same title (an import's " (1)" ignored), a lower bar is enough.
+    duplicate_similarity: float = 0.97
+    duplicate_similarity_same_title: float = 0.9
