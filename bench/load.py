@@ -218,7 +218,8 @@ def _wait_ready(proc: subprocess.Popen, notes: int, timeout: float = 600) -> Non
 
 def _index_problems(home: Path, real: bool) -> list[str]:
     from notewell.index import store
-    from notewell.index.database import BuildSettings, Index
+    from notewell.index.database import Index
+    from notewell.index.schema import BuildSettings
     from notewell.ingest.chunking import ChunkSettings
     from notewell.model.embedding import OnnxEmbedder
     from notewell.model.fake import FakeEmbedder

@@ -15,7 +15,8 @@ from pathlib import Path
 import msgpack
 from notewell import config
 from notewell.engine import Engine
-from notewell.index.database import BuildSettings, Index
+from notewell.index.database import Index
+from notewell.index.schema import BuildSettings
 from notewell.ingest.chunking import ChunkSettings
 from notewell.model.fake import FakeEmbedder
 from notewell.serve import daemon

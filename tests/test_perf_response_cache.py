@@ -4,7 +4,8 @@ never after the index changed."""
 from __future__ import annotations
 
 from helpers import write_notes
-from notewell.index.database import BuildSettings, Index
+from notewell.index.database import Index
+from notewell.index.schema import BuildSettings
 from notewell.index.stamp import WriteStamp
 from notewell.serve.response_cache import ResponseCache
 from reliability_helpers import FakeClock

@@ -14,7 +14,8 @@ import pytest
 from helpers import subprocess_env
 from launcher_helpers import install_stand_ins
 from notewell import config
-from notewell.index.database import BuildSettings, Index
+from notewell.index.database import Index
+from notewell.index.schema import BuildSettings
 from notewell.ingest.chunking import ChunkSettings
 from notewell.model.fake import FakeEmbedder
 from notewell.ops import doctor, setup

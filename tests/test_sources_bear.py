@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from bear_fixture import CORE_DATA_EPOCH, FixtureNote, build
 from notewell.config import SourceConfig
-from notewell.index.database import BuildSettings, Index
+from notewell.index.database import Index
+from notewell.index.schema import BuildSettings
 from notewell.ingest.chunking import ChunkSettings
 from notewell.ingest.sync import Syncer
 from notewell.model.fake import FakeEmbedder

@@ -16,7 +16,8 @@ from bear_fixture import build
 from helpers import write_notes
 from notewell.config import Config, SourceConfig
 from notewell.engine import Engine
-from notewell.index.database import BuildSettings, Index
+from notewell.index.database import Index
+from notewell.index.schema import BuildSettings
 from notewell.ingest.chunking import ChunkSettings, chunk_note
 from notewell.ingest.sync import Syncer
 from notewell.model.fake import FakeEmbedder

@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None, *,
         parser.print_help()
         return 2
     from notewell.config import ConfigError
-    from notewell.index.database import IndexProblem
+    from notewell.index.schema import IndexProblem
     from notewell.model.files import ModelError
     from notewell.sources import SourceError
 

@@ -36,11 +36,8 @@ from notewell.index import keywords, schema, sql
 from notewell.index.copies import Copies, CopySettings
 from notewell.index.keywords import KeywordIndex
 from notewell.index.reads import Reads
-from notewell.index.schema import BuildSettings, IndexCorrupt, IndexProblem, connect
+from notewell.index.schema import BuildSettings, IndexCorrupt, connect
 from notewell.notes import Chunk, Note
-
-# Names other packages import from here.
-__all__ = ["BuildSettings", "Index", "IndexProblem", "StoredNote", "connect"]
 
 log = logging.getLogger(__name__)
 

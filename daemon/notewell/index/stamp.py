@@ -16,7 +16,7 @@ import threading
 
 import apsw
 
-from notewell.index.database import connect
+from notewell.index.schema import connect
 
 
 class WriteStamp:

@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterable
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.engine import Engine
 from notewell.index import store
-from notewell.index.database import Index, IndexProblem
+from notewell.index.database import Index
+from notewell.index.schema import IndexProblem
 from notewell.ingest.sync import SyncReport
 from notewell.ingest.watch import ChangeWatcher
 from notewell.memory import release_memory
