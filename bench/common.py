@@ -69,8 +69,8 @@ def prepare_model(environ: dict[str, str]) -> None:
     import subprocess
 
     if not any(Path(os.environ["NOTEWELL_MODEL_DIR"]).glob("*.json")):
-        subprocess.run([sys.executable, "-c", "from notewell.model.embedding import OnnxEmbedder; "
-                        "default_embedder()"], env=environ, check=True)
+        subprocess.run([sys.executable, "-c", "from notewell.model.runtime import "
+                        "default_embedder; default_embedder()"], env=environ, check=True)
 
 
 # -- the machine ------------------------------------------------------------------------------
