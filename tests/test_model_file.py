@@ -104,6 +104,22 @@ def test_a_new_onnxruntime_makes_the_choice_again(shipped, model_dir):
     assert runtime.recorded_choice(MODEL_SHA256)["use"] == "rewrite"
 
 
+def test_a_choice_made_by_timing_is_made_again_by_the_vectors(shipped, model_dir):
+    """An older notewell also timed both files and could record "slower on this machine";
+    that verdict is not kept: the rule that made it is gone."""
+    choose(shipped)
+    _, record = runtime.choice_files(MODEL_SHA256, None)
+    with open(record) as f:
+        data = json.load(f)
+    data.pop("rule")
+    data.update(use="shipped", why="slower on this machine",
+                query_ms={"shipped": 2.0, "rewrite": 3.0})
+    with open(record, "w") as f:
+        json.dump(data, f)
+    assert choose(shipped) != shipped.model
+    assert runtime.recorded_choice(MODEL_SHA256)["use"] == "rewrite"
+
+
 def test_a_new_revision_replaces_the_older_rewrite(shipped, model_dir, monkeypatch):
     older = choose(shipped)
     other = os.path.join(model_dir, "minilm-0123456789abcdef-r1-b32.onnx")  # another file's

@@ -31,6 +31,9 @@ from notewell.wire import paths
 log = logging.getLogger(__name__)
 
 MIN_COSINE = 0.995  # the rewrite's vectors against the shipped file's, on ``_PROBE_TEXTS``
+# How the choice is made; a record made another way is made again. 2: by the vectors
+# alone (notewell before it also timed both files, and kept a "slower here" verdict).
+RULE = 2
 
 _PROBE_TEXTS = [
     "postgres vacuum",
@@ -58,10 +61,11 @@ def runtime_model(shipped: str, tokenizer: str, shipped_sha256: str,
 
     dest, record = choice_files(shipped_sha256, directory)
     choice = _read_choice(record)
-    if choice is None or choice.get("onnxruntime") != onnxruntime.__version__:
+    if (choice is None or choice.get("onnxruntime") != onnxruntime.__version__
+            or choice.get("rule") != RULE):
         _remove_older(dest)
         choice = _choose(shipped, tokenizer, dest)
-        choice["onnxruntime"] = onnxruntime.__version__
+        choice.update(onnxruntime=onnxruntime.__version__, rule=RULE)
         try:
             paths.write_atomic(record, json.dumps(choice, indent=1).encode())
         except OSError as e:  # a read-only home: choose again next start
@@ -75,8 +79,8 @@ def runtime_model(shipped: str, tokenizer: str, shipped_sha256: str,
 
 
 def recorded_choice(shipped_sha256: str, directory: str | None = None) -> dict | None:
-    """What ``runtime_model`` chose on this machine (``use``, and ``why`` for the shipped
-    file, with the figures measured), or None before its first run."""
+    """What ``runtime_model`` chose on this machine (``use``, ``min_cosine``, and ``why``
+    for the shipped file), or None before its first run."""
     return _read_choice(choice_files(shipped_sha256, directory)[1])
 
 
