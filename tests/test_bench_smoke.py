@@ -94,3 +94,20 @@ def test_keystroke_is_20x_faster_than_one_shot():
     line = next(ln for ln in out.splitlines() if ln.startswith("one-shot"))
     speedups = [float(part.split("x the ")[0]) for part in line.split("= ")[1].split(", ")]
     assert speedups and min(speedups) >= 20, line
+
+
+def test_search_only_and_compare_smoke(cache):
+    """``compare.py`` runs a script in two checkouts (here this one twice) in turns and
+    prints every figure both reported, old and new, side by side."""
+    if not (REPO / ".venv" / "bin" / "python").exists():
+        pytest.skip("compare.py runs each checkout's own .venv; this one has none")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(cache), "NOTEWELL_BENCH_CACHE": str(cache)}
+    out = subprocess.run(
+        [sys.executable, str(BENCH / "compare.py"), "--old", str(REPO), "--rounds", "1",
+         "search_only.py", "--", "--sizes", "150", "--queries", "3", "--passes", "1"],
+        capture_output=True, text=True, env=env, timeout=240, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "search alone p50" in out.stdout
+    table = out.stdout.split("median of 1 alternating rounds", 1)[1]
+    row = next(line for line in table.splitlines() if line.startswith("sizes.0.n "))
+    assert row.split()[1:] == ["3", "3", "1.000"]
