@@ -29,7 +29,8 @@ from notewell.evaluation.corpora import beir_index, folder_index
 from notewell.ops.demo import demo_golden_path
 from notewell.search.fusion import ramp
 from notewell.search.query import Query, literal, parse
-from notewell.search.searcher import Ranking, Searcher
+from notewell.search.ranking import Ranking
+from notewell.search.searcher import Searcher
 
 DEFAULT_SCIFACT = common.shared_data() / "scifact"
 DEPTH = 200

@@ -65,7 +65,7 @@ def notewell_rows(corpus, qvecs: np.ndarray) -> list[dict]:
         kind = "in-memory " + copy.layout
         rows.append({"store": f"notewell ({kind})", "latency": lat, "results": res,
                      "build_s": build})
-        index.use_vector_copy = False
+        index.copies.settings.vectors = False
         lat, res = _time(lambda v: [i for i, _ in index.reads.knn(v, K)], qvecs)
         rows.append({"store": "notewell, exact sqlite-vec scan", "latency": lat,
                      "results": res, "build_s": 0.0})

@@ -113,11 +113,11 @@ def measure_size(size: str, vectors: str, n_queries: int, passes: int,
         res["bm25_all_words"] = common.pct([t for m in matches for t in common.timed(
             lambda m=m: index.reads.fts5_bm25(m, 80), 1, warmup=0)])
         # Exact sqlite-vec k-NN, the path used without the in-memory copy.
-        index.use_vector_copy = False
+        index.copies.settings.vectors = False
         res["knn80_sqlite_vec"] = common.pct([t for v in qvecs[:exact_runs] for t in
                                               common.timed(lambda v=v: index.reads.knn(v, 80), 1,
                                                            warmup=0)])
-        index.use_vector_copy = True
+        index.copies.settings.vectors = True
         index.warm_vectors(wait=True)
         ids, allv = common.all_vectors(corpus.index_path())
         r10, r80 = [], []

@@ -202,7 +202,7 @@ def test_migration_3_moves_vectors_into_small_chunks_and_keeps_them(tmp_path, mo
         if rowid != ids[7]:
             assert np.array_equal(np.frombuffer(rows[rowid], dtype=np.float32), v[i])
     # k-NN still answers from the moved vectors (sqlite-vec's own scan).
-    new.use_vector_copy = False
+    new.copies.settings.vectors = False
     assert new.reads.knn(v[20], 1)[0][0] == ids[20]
     new.close()
 
@@ -238,7 +238,7 @@ def test_an_upgrade_is_kept_when_compacting_after_it_fails(tmp_path, monkeypatch
     with caplog.at_level("WARNING", logger="notewell.index.schema"):
         new = Index(path, SETTINGS)
     assert new.db.execute("PRAGMA user_version").fetchone()[0] == 3
-    new.use_vector_copy = False
+    new.copies.settings.vectors = False
     assert new.reads.knn(v[3], 1)[0][0] == 4  # the fourth vector stored, found after the move
     new.close()
     assert "could not compact" in caplog.text and "disk is full" in caplog.text

@@ -7,7 +7,8 @@ import dataclasses
 import numpy as np
 import pytest
 from notewell.search.query import parse
-from notewell.search.searcher import Ranking, Searcher
+from notewell.search.ranking import Ranking
+from notewell.search.searcher import Searcher
 
 QUERIES = ["postgres vacuum", "banana bread walnuts", "bread", "the remote branch",
            "lisbon tram", "vac", "ba", "recipes", "garden notes daily", "zzz nothing"]
@@ -60,9 +61,9 @@ def test_coverage_from_the_copy_matches_coverage_from_tokenized_passages(engine,
         q = parse(raw)
         ids = [c for c, _ in fts5(engine, q)]
         from_copy = s.coverage(q, ids)
-        engine.index.use_keyword_copy = False
+        engine.index.copies.settings.keywords = False
         from_text = Searcher(engine.index, engine.embedder).coverage(q, ids)
-        engine.index.use_keyword_copy = True
+        engine.index.copies.settings.keywords = True
         assert from_copy[1] == pytest.approx(from_text[1])
         assert from_copy[0] == pytest.approx(from_text[0])
 
@@ -132,12 +133,12 @@ def test_search_answers_the_same_with_the_ids_from_sqlite(engine, copy, notes_di
     (notes_dir / "twin.md").write_text((notes_dir / "extra.md").read_text() + "\nAgain.\n")
     engine.sync()
     engine.index.warm_keywords(wait=True)
-    engine.index.use_vector_copy = vector_copy
+    engine.index.copies.settings.vectors = vector_copy
     for raw in [*QUERIES, "banana bread walnuts daily", "similar:notes:extra.md"]:
         with_copy = engine.search(raw).hits
-        engine.index.use_keyword_copy = False
+        engine.index.copies.settings.keywords = False
         without = engine.search(raw).hits
-        engine.index.use_keyword_copy = True
+        engine.index.copies.settings.keywords = True
         assert [(h.note_id, h.snippet) for h in with_copy] == [
             (h.note_id, h.snippet) for h in without], raw
         assert [h.score for h in with_copy] == pytest.approx([h.score for h in without])

@@ -212,11 +212,11 @@ def test_vectors_by_id_match_the_stored_ones_in_both_layouts(index):
     got = vectors_by_id(wanted, index.reads.vector_matrix(wanted))
     assert set(got) == {ids[7], ids[300]}  # an unknown id is simply absent
     assert np.array_equal(got[ids[300]], vecs[300].astype(np.float32))
-    index.use_vector_copy = False  # from SQLite, as while a large copy loads
+    index.copies.settings.vectors = False  # from SQLite, as while a large copy loads
     found, matrix = index.reads.vector_matrix([ids[300], 10**9, ids[7], ids[300]])
     assert found.tolist() == [True, False, True, True]
     assert np.array_equal(matrix, vecs[[300, 7, 300]].astype(np.float32))
-    index.use_vector_copy = True
+    index.copies.settings.vectors = True
     quantized = VectorCache(DIM, exact_limit=0)
     quantized.append(np.asarray(ids), vecs)
     approx = vectors_by_id([ids[300]], quantized.matrix([ids[300]]))[ids[300]]

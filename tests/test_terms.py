@@ -10,7 +10,8 @@ from notewell.index.schema import BuildSettings
 from notewell.index.terms import Tokens, Vocabulary, read_vocabulary
 from notewell.notes import Chunk, Note
 from notewell.search.query import parse
-from notewell.search.searcher import Ranking, Searcher
+from notewell.search.ranking import Ranking
+from notewell.search.searcher import Searcher
 
 
 def test_prefix_df_sums_the_terms_under_the_prefix_capped_at_all_chunks():

@@ -200,7 +200,8 @@ def _engine(args: argparse.Namespace):
     from notewell.engine import Engine
 
     engine = Engine(_load_config(), embedder=args.embedder())
-    engine.index.use_vector_copy = engine.index.use_keyword_copy = False
+    engine.index.copies.settings.vectors = False
+    engine.index.copies.settings.keywords = False
     return engine
 
 

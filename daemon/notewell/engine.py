@@ -21,7 +21,8 @@ from notewell.ingest.chunking import ChunkSettings
 from notewell.ingest.sync import Syncer, SyncReport
 from notewell.model.embedding import Embedder
 from notewell.model.runtime import default_embedder
-from notewell.search.searcher import Ranking, Searcher, SearchResult
+from notewell.search.ranking import Ranking
+from notewell.search.searcher import Searcher, SearchResult
 from notewell.sources import Source, open_source
 from notewell.wire import paths
 

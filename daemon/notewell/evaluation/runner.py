@@ -25,7 +25,8 @@ from notewell.evaluation.metrics import (
 from notewell.index.database import Index
 from notewell.model.embedding import Embedder
 from notewell.search.query import Query, literal, parse
-from notewell.search.searcher import Ranking, Searcher
+from notewell.search.ranking import Ranking
+from notewell.search.searcher import Searcher
 
 METHODS = ("notewell", "dense", "bm25", "keyword")
 MODES = {"notewell": "hybrid", "dense": "dense", "bm25": "bm25"}

@@ -126,22 +126,6 @@ class Index:
 
     # -- the in-memory copies, as the daemon drives them (see ``copies``) -----------------
 
-    @property
-    def use_vector_copy(self) -> bool:
-        return self.copies.settings.vectors
-
-    @use_vector_copy.setter
-    def use_vector_copy(self, on: bool) -> None:
-        self.copies.settings.vectors = on
-
-    @property
-    def use_keyword_copy(self) -> bool:
-        return self.copies.settings.keywords
-
-    @use_keyword_copy.setter
-    def use_keyword_copy(self, on: bool) -> None:
-        self.copies.settings.keywords = on
-
     def warm_vectors(self, wait: bool = False) -> None:
         self.copies.warm_vectors(wait)
 

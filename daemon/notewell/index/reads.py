@@ -301,7 +301,6 @@ class Reads:
         """Note rows of source ``name``."""
         return sql.in_source(self._db(), name)
 
-
     # -- for ``notewell eval`` ------------------------------------------------------------
 
     def note_paths(self) -> dict[str, str | None]:

@@ -41,8 +41,6 @@ from notewell.search.query import Query, parse
 from notewell.search.ranking import Ranking
 from notewell.search.terms import QueryTerm
 
-__all__ = ["Ranking", "SearchResult", "Searcher"]
-
 
 @dataclass
 class SearchResult:
