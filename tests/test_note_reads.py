@@ -11,7 +11,6 @@ from datetime import datetime, timezone
 
 import pytest
 from helpers import notewell_command, start_daemon, subprocess_env, wait_synced, write_notes
-from notewell import config
 from notewell.engine import ArgumentError, Engine, HeadingNotFound, NoteNotFound
 from notewell.search.dates import DateError
 from reliability_helpers import FakeClock
@@ -80,7 +79,7 @@ def test_a_section_by_path_and_a_heading_inside_code_is_no_heading(lib):
     assert page["text"] == "### macOS\n\nbrew install x"
     usage = lib.note("notes:work/handbook.md", heading="Usage")["text"]
     assert "# not a heading" in usage  # the fenced line stays in the section
-    with pytest.raises(HeadingNotFound, match="not a heading.*its headings: Setup; "):
+    with pytest.raises(HeadingNotFound, match=r"not a heading.*its headings: Setup; "):
         lib.note("notes:work/handbook.md", heading="not a heading")
 
 
@@ -98,13 +97,13 @@ def test_long_notes_come_in_pages_that_join_up(lib):
 
 
 def test_bad_paging_and_unknown_notes_are_named(lib):
-    with pytest.raises(ArgumentError, match="^offset: 9999 is past the end"):
+    with pytest.raises(ArgumentError, match=r"^offset: 9999 is past the end"):
         lib.note("notes:work/plan.md", offset=9999)
-    with pytest.raises(ArgumentError, match="^offset"):
+    with pytest.raises(ArgumentError, match=r"^offset"):
         lib.note("notes:work/plan.md", offset=-1)
-    with pytest.raises(ArgumentError, match="^max_chars"):
+    with pytest.raises(ArgumentError, match=r"^max_chars"):
         lib.note("notes:work/plan.md", max_chars=0)
-    with pytest.raises(NoteNotFound, match="no note with id 'notes:nope.md'"):
+    with pytest.raises(NoteNotFound, match=r"no note with id 'notes:nope.md'"):
         lib.note("notes:nope.md")
 
 
@@ -120,7 +119,7 @@ def test_only_indexed_notes_of_configured_sources_are_read(lib, notes_dir):
 
 def test_a_note_deleted_since_the_sync_is_not_found_with_a_reason(lib, notes_dir):
     (notes_dir / "work" / "plan.md").unlink()
-    with pytest.raises(NoteNotFound, match="no longer in its source"):
+    with pytest.raises(NoteNotFound, match=r"no longer in its source"):
         lib.note("notes:work/plan.md")
 
 
@@ -176,13 +175,13 @@ def test_search_takes_dates_tags_and_source_as_arguments(lib):
 
 
 def test_bad_dates_and_crossed_bounds_are_errors_not_empty_results(lib):
-    with pytest.raises(DateError, match="modified_after: cannot read 'last tuesday'.*7d"):
+    with pytest.raises(DateError, match=r"modified_after: cannot read 'last tuesday'.*7d"):
         lib.search("x", modified_after="last tuesday")
-    with pytest.raises(ArgumentError, match="modified_before"):
+    with pytest.raises(ArgumentError, match=r"modified_before"):
         lib.recent(5, modified_after="2025-06", modified_before="2025-05")
 
 
-# -- over the socket and from the command line ------------------------------------------------------
+# -- over the socket and from the command line ---------------------------------------------
 
 
 @pytest.fixture
@@ -265,3 +264,13 @@ def test_show_tags_recent_commands(home, notes_config, notes_dir, with_daemon):
     finally:
         if d is not None:
             d.stop()
+
+
+def test_similar_is_strict_about_unknown_ids_only_when_asked(dated_daemon):
+    loose = dated_daemon.ask("similar", note_id="notes:nope.md")
+    assert loose["ok"] and loose["result"]["hits"] == []
+    strict = dated_daemon.ask("similar", note_id="notes:nope.md", strict=True)
+    assert strict["error"]["code"] == "not_found" and "notes:nope.md" in strict["error"][
+        "message"]
+    found = dated_daemon.ask("similar", note_id="notes:work/plan.md", strict=True)
+    assert found["ok"] and found["result"]["hits"]

@@ -232,7 +232,13 @@ class Handlers:
     def op_similar(self, req: dict) -> dict:
         note_id = _arg(req, "note_id", str, "")
         limit = max(1, min(_arg(req, "limit", int, 20), MAX_LIMIT))
-        hits = self._ready_engine().similar(note_id, limit)
+        engine = self._ready_engine()
+        hits = engine.similar(note_id, limit)
+        # ``strict``: an unknown id is an error (agents), not an empty list (the launcher).
+        if not hits and _arg(req, "strict", bool, False) \
+                and engine.index.reads.note_record(note_id) is None:
+            raise NoteNotFound(f"no note with id {note_id[:200]!r}; note ids come from "
+                               "search results (note_id)")
         return {"hits": [h.to_dict() for h in hits], "notices": []}
 
     def op_note(self, req: dict) -> dict:
