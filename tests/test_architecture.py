@@ -27,7 +27,10 @@ ALLOWED: dict[str, set[str]] = {
     "launcher": {"core", "wire"},
     "serve": BELOW_ENGINE | {"engine", "launcher"},
     "ops": BELOW_ENGINE | {"engine", "launcher", "serve"},
-    "cli": BELOW_ENGINE | {"engine", "evaluation", "launcher", "serve", "ops"},
+    # The MCP server: a thin process over the socket; of ops only the agent (to start the
+    # daemon). tests/test_mcp.py checks the modules it loads.
+    "agents": {"core", "wire", "ops"},
+    "cli": BELOW_ENGINE | {"engine", "evaluation", "launcher", "serve", "ops", "agents"},
 }
 # The one upward import, by design: the fake embedder's test-only entry point runs the CLI.
 EXCEPTIONS = {("notewell.model.fake", "notewell.cli")}

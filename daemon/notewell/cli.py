@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from notewell.model.embedding import Embedder
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+# Commands that must start fast and stay thin: run before main imports anything heavy.
+LIGHT_COMMANDS = frozenset({"mcp"})
 
 
 def command(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -177,6 +179,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-agent", action="store_true", help="skip installing the agent")
     s.add_argument("--no-workflow", action="store_true", help="skip the Alfred workflow")
 
+    s = sub.add_parser("mcp", help="the MCP server for AI agents (stdio), or `mcp install` "
+                       "to add it to Claude Desktop, Claude Code or Cursor",
+                       description="Without an action: serve the Model Context Protocol on "
+                       "stdin/stdout (what an agent's client runs), answering from the "
+                       "daemon, which it starts when it is not running. install: add or "
+                       "update the notewell entry in a client's configuration.")
+    s.add_argument("action", nargs="?", choices=("install",),
+                   help="install: add notewell to --client's configuration")
+    s.add_argument("--client", choices=("claude-desktop", "claude-code", "cursor"),
+                   help="with install: which client")
+    s.add_argument("--dry-run", action="store_true", help="with install: print the change, "
+                   "change nothing")
+    s.add_argument("--no-start", action="store_true", help="never start the daemon; tools "
+                   "report that it is down")
+    s.add_argument("--wait", type=float, default=20.0, metavar="SECONDS",
+                   help="how long a tool call waits for a starting daemon (default 20)")
+
     sub.add_parser("doctor", help="check each link from the SQLite extension to the Alfred "
                    "workflow, and say what to fix",
                    description="One line per check (ok, FAIL or skip) with the next step for "
@@ -197,6 +216,8 @@ def main(argv: list[str] | None = None, *,
     if not args.command:
         parser.print_help()
         return 2
+    if args.command in LIGHT_COMMANDS:  # imports no index, model or config code
+        return COMMANDS[args.command](args)
     from notewell.config import ConfigError
     from notewell.index.schema import IndexProblem
     from notewell.model.files import ModelError
@@ -613,3 +634,26 @@ def cmd_eval(args: argparse.Namespace) -> int:
     print(f"{what}: {time.monotonic() - start:.1f}s")
     print(evaluate.format_table(results))
     return 0
+
+
+@command
+def cmd_mcp(args: argparse.Namespace) -> int:
+    if args.action == "install":
+        from notewell.ops import mcp_clients
+
+        if not args.client:
+            print("notewell: mcp install needs --client claude-desktop|claude-code|cursor",
+                  file=sys.stderr)
+            return 2
+        try:
+            print(mcp_clients.install(args.client, dry_run=args.dry_run))
+        except mcp_clients.ClientConfigError as e:
+            print(f"notewell: {e}", file=sys.stderr)
+            return 1
+        return 0
+    if args.client or args.dry_run:
+        print("notewell: --client and --dry-run go with `notewell mcp install`", file=sys.stderr)
+        return 2
+    from notewell.agents import server
+
+    return server.run(start=not args.no_start, wait=args.wait)

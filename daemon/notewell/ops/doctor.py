@@ -3,9 +3,10 @@
 SQLite extension loading -> model files -> config -> each source readable -> index built
 with this model and chunker -> daemon answering -> socket and directory private -> agent
 loaded -> Alfred workflow built for this installation -> its zsh client answering by
-itself. Checks only read: nothing is migrated or started (with the daemon up, the last
-check runs one empty Alfred search through the zsh client, as Alfred would), and the one
-thing created is the model-file choice, if no daemon has made it yet (about a second, in
+itself -> which agent clients run this installation's MCP server. Checks only read:
+nothing is migrated or started (with the daemon up, the alfred client check runs one
+empty Alfred search through the zsh client, as Alfred would), and the one thing created
+is the model-file choice, if no daemon has made it yet (about a second, in
 ``<home>/models``; the daemon would make the same one at its start). ``run`` returns the
 results; the CLI prints them and exits non-zero when any failed.
 """
@@ -306,6 +307,26 @@ def check_fast_client(platform: str, daemon_up: bool) -> Check:
                  "it persists, report it with `zsh --version`")
 
 
+def check_mcp_clients(platform: str) -> Check:
+    """Which agent clients have notewell's MCP server, and whether their entry runs this
+    installation (``ops.mcp_clients``)."""
+    from notewell.ops import mcp_clients
+
+    name = "mcp clients"
+    found = [(c, cmd, same) for c, cmd, same in mcp_clients.configured(platform) if cmd]
+    if not found:
+        return Check(name, SKIP, "no agent client has notewell "
+                     "(`notewell mcp install --client claude-desktop|claude-code|cursor`)")
+    elsewhere = [(c, cmd) for c, cmd, same in found if not same]
+    if elsewhere:
+        client = elsewhere[0][0]
+        return Check(name, WARN, "; ".join(f"{c} runs `{cmd}`, not this installation"
+                                           for c, cmd in elsewhere),
+                     f"`notewell mcp install --client {client}`")
+    return Check(name, OK, ", ".join(c for c, _, _ in found) + " run this installation's "
+                 "`notewell mcp`")
+
+
 def run(platform: str | None = None,
         run_cmd: Callable[..., subprocess.CompletedProcess] = subprocess.run,
         embedder: Callable[[], Embedder] | None = None) -> list[Check]:
@@ -324,6 +345,7 @@ def run(platform: str | None = None,
     checks.append(check_agent(platform, run_cmd))
     checks.append(check_workflow(platform))
     checks.append(check_fast_client(platform, daemon_check.status == OK))
+    checks.append(check_mcp_clients(platform))
     return checks
 
 
