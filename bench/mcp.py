@@ -154,6 +154,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--queries", type=int, default=60, help="search_notes calls to time")
     ap.add_argument("--fake", action="store_true", help="fake embedder (smoke test)")
     ap.add_argument("--notes", type=int, default=0, help="index only the first N notes")
+    ap.add_argument("--embed-real", action="store_true", help="with --fake: also time the "
+                    "real model embedding the same queries in this process (what a real "
+                    "daemon adds to each search over the fake embedder's cost)")
     ap.add_argument("--transcript", help="write the example session to this file")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args(argv)
@@ -186,10 +189,18 @@ def main(argv: list[str] | None = None) -> dict:
         session.close()
     finally:
         daemon.stop()
+    embed: list[float] = []
+    if args.fake and args.embed_real:
+        from notewell.model.runtime import default_embedder
+
+        model = default_embedder()
+        texts = iter(queries * 2)  # new texts each time: no cached vector
+        embed = common.timed(lambda: model.embed_batch([next(texts)]), len(queries))
     res = {"machine": info, "notes": n_notes, "chunks": n_chunks, "fake": args.fake,
            "startup": {k: common.pct(v) for k, v in start.items()},
            "search_notes": common.pct(via_mcp), "daemon_search": common.pct(direct),
-           "answer_size": size(found), "note_size": size(note)}
+           "answer_size": size(found), "note_size": size(note),
+           "real_query_embedding": common.pct(embed)}
     s = res["startup"]
     print(f"start-up to tools/list:      {common.fmt(s['tools_list'])}")
     print(f"  bare python -c pass:       {common.fmt(s['bare'])}")
@@ -203,6 +214,11 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"search_notes via stdio:      {common.fmt(res['search_notes'])}  (target p50 < 30 ms)")
     print(f"daemon search op directly:   {common.fmt(res['daemon_search'])}  (the same "
           "queries plus a word, alternated)")
+    if embed:
+        e = res["real_query_embedding"]
+        print(f"real model, one query's embedding: {common.fmt(e)}  (a real daemon's search "
+              f"adds this to the fake embedder's: about p50 "
+              f"{res['search_notes']['p50'] + e['p50']:.1f} ms via stdio)")
     a = res["answer_size"]
     print(f"search_notes answer, 8 hits: text {a['text_chars']} chars = {a['text_tokens']} "
           f"WordPiece tokens (chars/4: {a['text_chars_div4']}); whole JSON result "
