@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from notewell.index.database import Index
-from notewell.ingest.chunking import ChunkSettings, chunk_note
+from notewell.ingest.chunking import ChunkSettings, note_chunks
 from notewell.ingest.progress import Progress
 from notewell.model.embedding import Embedder
 from notewell.notes import Chunk, Note
@@ -165,11 +165,11 @@ class Syncer:
         texts: dict[str, str] = {}
         for note in notes:
             rows = []
-            for chunk in chunk_note(note.title, note.text, self.chunker):
+            for chunk, url in note_chunks(note, self.chunker):
                 text = chunk.embed_text(note.title)
                 h = Chunk.text_hash(text)
                 texts[h] = text
-                rows.append((chunk, source.passage_url(note, chunk.anchor), h))
+                rows.append((chunk, url or source.passage_url(note, chunk.anchor), h))
             planned.append((note, rows))
         # Similar lengths together, as the model batches them: steps cost no speed.
         missing = sorted(self.index.missing_embeddings(texts), key=lambda h: (len(texts[h]), h))

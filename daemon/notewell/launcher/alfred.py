@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from notewell.notes import ATTACHMENT_MARK
+
 if TYPE_CHECKING:
     from notewell.notes import Hit
 
@@ -19,6 +21,9 @@ ICONS = {"bear": "icons/bear.png", "obsidian": "icons/obsidian.png",
 
 def hit_item(hit: Hit, query: str = "") -> dict:
     location = hit.heading_path or os.path.basename(hit.path or "") or hit.source
+    if hit.attachment:
+        # "📎 scan.png" alone would not say where the words were found.
+        location = "From attachment " + location.removeprefix(ATTACHMENT_MARK)
     subtitle = f"{location} · {hit.snippet}" if hit.snippet else location
     if hit.archived:
         subtitle = "[archived] " + subtitle
