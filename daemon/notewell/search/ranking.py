@@ -43,3 +43,13 @@ class Ranking:
     # the same title (an import's " (1)" ignored), a lower bar is enough.
     duplicate_similarity: float = 0.97
     duplicate_similarity_same_title: float = 0.9
+    # Typos (``search.terms.correct``): a word of at least ``typo_min_letters`` letters
+    # that no passage holds is read as the commonest indexed word one edit away (two from
+    # ``typo_long_word`` letters; the word being typed: one, as a prefix). A word held by
+    # at most ``typo_rare_df`` passages also gets a close word held by ``typo_common_ratio``
+    # times as many, beside itself.
+    typos: bool = True
+    typo_min_letters: int = 4
+    typo_long_word: int = 8
+    typo_rare_df: int = 3
+    typo_common_ratio: float = 30.0

@@ -1,0 +1,89 @@
+"""Typos: a word the index does not know is read as the word meant (``search.terms``),
+found with the tokenizer's own stems (one edit) or ``index.terms.NearTerms`` (two)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from notewell.index.terms import NearTerms, Vocabulary, edit_distance
+from notewell.search.query import parse
+from notewell.search.ranking import Ranking
+from notewell.search.terms import corrected_text, edits1
+
+
+def ids(result):
+    return [h.note_id for h in result.hits]
+
+
+@pytest.mark.parametrize("a,b,d", [("reciev", "receiv", 1), ("vaccum", "vacuum", 1),
+                                   ("secrt", "secret", 1), ("postgress", "postgresql", 2),
+                                   ("abc", "abc", 0), ("kitten", "sitting", 3)])
+def test_edit_distance_counts_a_swap_as_one(a, b, d):
+    assert edit_distance(a, b, 3) == d
+    assert edit_distance(a, b, d - 1) == d if d else True  # stops early past the limit
+
+
+def test_near_terms_finds_exactly_what_a_full_comparison_finds():
+    terms = sorted({"receiv", "recip", "vacuum", "vaccin", "postgresql", "postgr", "secret",
+                    "secur", "kubernet", "abc", "été", "x"})
+    near = NearTerms(terms)
+    for word in ("reciev", "vaccum", "postgress", "secrt", "kubernets", "ete", "zzzz"):
+        for k in (1, 2):
+            want = sorted((t, edit_distance(word, t, k)) for t in terms
+                          if t != word and edit_distance(word, t, k) <= k)
+            assert sorted(near.within(word, k)) == want, (word, k)
+
+
+def test_edits1_holds_each_kind_of_typo_once():
+    found = edits1("abc")
+    assert "ab" in found and "bac" in found and "abd" in found and "abcd" in found
+    assert len(found) == len(set(found)) and "abc" not in found
+
+
+def test_vocabulary_near_includes_terms_added_since_the_build():
+    v = Vocabulary(["receiv"], __import__("numpy").array([3]), 10, extra={"vacuum": 2})
+    assert sorted(v.near("vaccum", 1)) == [("vacuum", 1)]
+
+
+@pytest.mark.parametrize("typo,meant", [
+    ("postgress vaccum", "notes:db/postgres-vacuum.md"),
+    ("bananna bread", "notes:kitchen/banana-bread.md"),
+    ("lisbno weekend", "notes:travel/lisbon.md"),
+    ("plannr statistics", "notes:db/postgres-vacuum.md"),
+])
+def test_typos_find_the_note_meant(engine, typo, meant):
+    for mode in ("bm25", "hybrid"):
+        assert ids(engine.search(typo, mode=mode))[0] == meant, mode
+
+
+def test_without_typo_tolerance_the_typo_finds_nothing_by_keywords(engine):
+    engine.searcher.ranking = dataclasses.replace(engine.searcher.ranking, typos=False)
+    assert ids(engine.search("bananna", mode="bm25")) == []
+    engine.searcher.ranking = Ranking()
+    assert ids(engine.search("bananna ", mode="bm25")) == ["notes:kitchen/banana-bread.md"]
+
+
+def test_the_word_being_typed_is_corrected_as_a_prefix(engine):
+    # "vacc" has no completion in the index; "vacu" (one letter replaced) has.
+    assert ids(engine.search("vacc", mode="bm25"))[0] == "notes:db/postgres-vacuum.md"
+    found = engine.searcher.query_terms(parse("vacc"))
+    assert [(t.correction, t.prefix) for t in found] == [("vacu", True)]
+
+
+def test_known_words_are_left_alone(engine):
+    found = engine.searcher.query_terms(parse("banana bread "))
+    assert all(t.correction is None for t in found)
+    # Short words are too ambiguous to correct.
+    assert all(t.correction is None for t in engine.searcher.query_terms(parse("tra ")))
+
+
+def test_the_model_reads_the_corrected_words(engine):
+    q = parse("bananna bread ")
+    assert engine.searcher.dense_text(q) == "banana bread"
+    assert corrected_text("Bananna bread", engine.searcher.query_terms(q)) == "banana bread"
+
+
+def test_snippet_shows_the_sentence_with_the_word_meant(engine):
+    hit = engine.search("ripe banannas", mode="bm25").hits[0]
+    assert "ripe bananas" in hit.snippet
