@@ -21,6 +21,7 @@ from notewell.ingest.chunking import ChunkSettings
 from notewell.ingest.sync import Syncer, SyncReport
 from notewell.model.embedding import Embedder
 from notewell.model.runtime import default_embedder
+from notewell.search.query import parse
 from notewell.search.ranking import Ranking
 from notewell.search.searcher import Searcher, SearchResult
 from notewell.sources import Source, open_source
@@ -56,6 +57,25 @@ class Engine:
 
     def search(self, query: str, limit: int = 20, mode: str = "hybrid") -> SearchResult:
         return self.searcher.search(query, limit=limit, mode=mode)
+
+    def new_notes(self, query: str) -> list[dict]:
+        """How to create a note from ``query`` in each source's own app (its ``in:`` source
+        only, when it names one): ``{source, kind, title, tags, url}``, the title being the
+        query without its filters and the tags its ``#tags``. notewell writes nothing: the
+        app does, through its URL scheme; a source without one is left out."""
+        q = parse(query)
+        title = q.text.strip()
+        if not title:
+            return []
+        out = []
+        for src in self.sources:
+            if q.sources and src.name not in q.sources:
+                continue
+            url = src.new_note_url(title, q.tags)
+            if url:
+                out.append({"source": src.name, "kind": src.kind, "title": title,
+                            "tags": list(q.tags), "url": url})
+        return out
 
     def similar(self, note_id: str, limit: int = 20):
         return self.searcher.similar(note_id, limit)

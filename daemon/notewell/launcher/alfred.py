@@ -91,14 +91,34 @@ def feedback(items: list[dict], *, rerun: float | None = None,
     return json.dumps(doc, ensure_ascii=False)
 
 
+APP_NAMES = {"bear": "Bear", "obsidian": "Obsidian", "markdown": "your editor"}
+
+
+def new_note_item(new: dict, query: str, found: bool) -> dict:
+    """"New note: TITLE", created by the source's own app through its URL scheme
+    (``Engine.new_notes``); Enter goes through the stale-Enter guard like a hit."""
+    app = APP_NAMES.get(new["kind"], new["kind"])
+    tags = " ".join("#" + t for t in new.get("tags", []))
+    where = f"in {app}" + (f" ({new['source']})" if new["kind"] != "bear" else "")
+    subtitle = (f"Create it {where}" + (f" tagged {tags}" if tags else "")
+                + ("" if found else " · no notes match"))
+    return {"uid": f"new-note:{new['source']}", "title": f"New note: {new['title']}",
+            "subtitle": subtitle, "arg": new["url"],
+            "icon": {"path": ICONS.get(new["kind"], ICONS["markdown"])},
+            "variables": {"action": "create", "note_id": "", "query": query}}
+
+
 def results_feedback(hits: list[Hit], notices: list[str], query: str,
-                     lag: dict | None = None, *, rebuilding: dict | None = None) -> str:
+                     lag: dict | None = None, *, rebuilding: dict | None = None,
+                     new_notes: list[dict] | None = None) -> str:
     items = [message_item(n, "Filters: #tag and in:source · remove them to search everything")
              for n in notices]
     items += [hit_item(h, query) for h in hits]
-    if not items and not rebuilding:
+    if not items and not rebuilding and not new_notes:
         items = [message_item(f"No notes match “{query}”",
                               "Try other words, or fewer of them")]
+    # Always last: when nothing fits, creating the note is one Enter away.
+    items += [new_note_item(n, query, bool(hits)) for n in new_notes or []]
     if lag:
         items.insert(0, behind_item(lag))
     if rebuilding:

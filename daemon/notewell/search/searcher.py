@@ -249,7 +249,7 @@ class Searcher:
             weights.update({t.correction: t.idf for t in fixes})
             typed = next((t.correction for t in fixes if t.prefix), None)
             words = (tuple(t.correction for t in fixes if not t.prefix)
-                     + (q.words[:-1] + (typed,) if typed else q.words))
+                     + ((*q.words[:-1], typed) if typed else q.words))
         picker = SnippetPicker(words, q.partial, weights)
         chunks, batch = [chunk for _, chunk in ordered], limit + 5
         # Read a batch of passages at a time: most searches stop after the first (only

@@ -174,11 +174,13 @@ class Handlers:
         result = engine.search(query, limit=limit, mode=mode)
         if self.config.debug_log:  # queries are private: logged only when asked for
             log.info("search %r (%s): %d hits", query, mode, len(result.hits))
+        new_notes = engine.new_notes(query)
         if fmt == "alfred":
             out = {"alfred": alfred.results_feedback(result.hits, result.notices, query, lag,
-                                                     rebuilding=rebuilding)}
+                                                     rebuilding=rebuilding, new_notes=new_notes)}
         else:
             out = result.to_dict()
+            out["new_note"] = new_notes
             if rebuilding:
                 out["rebuilding"] = rebuilding
             if lag:

@@ -475,6 +475,15 @@ class BearSource:
             attachments=attachments,
         )
 
+    def new_note_url(self, title: str, tags: tuple[str, ...] = ()) -> str | None:
+        """Bear's own ``create`` action, with the query's ``#tags``: Bear writes the note."""
+        if not title.strip():
+            return None
+        url = "bear://x-callback-url/create?title=" + urllib.parse.quote(title.strip(), safe="")
+        if tags:
+            url += "&tags=" + urllib.parse.quote(",".join(tags), safe="")
+        return url
+
     def passage_url(self, note: Note, anchor: str | None) -> str:
         if not anchor:
             return note.url

@@ -149,6 +149,17 @@ class MarkdownSource:
     def passage_url(self, note: Note, anchor: str | None) -> str:
         return note.url
 
+    def new_note_url(self, title: str, tags: tuple[str, ...] = ()) -> str | None:
+        """The link that asks the editor named by the ``new_note_url`` option to create a
+        note (``{title}``, ``{tags}``: comma-separated, ``{path}``: the folder; each
+        URL-encoded), or None without one: notewell never writes a note itself."""
+        template = self.config.options.get("new_note_url")
+        if not template or not title.strip():
+            return None
+        return (str(template).replace("{title}", urllib.parse.quote(title.strip(), safe=""))
+                .replace("{tags}", urllib.parse.quote(",".join(tags), safe=""))
+                .replace("{path}", urllib.parse.quote(self.root)))
+
     def change_token(self) -> str | None:
         return None
 
