@@ -75,6 +75,39 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print hits as JSON")
     s.add_argument("--mode", choices=("hybrid", "dense", "bm25"), default="hybrid",
                    help="ranking: hybrid (default), dense only or BM25 only")
+    s.add_argument("--after", help="only notes modified on or after this date: "
+                   "2025-03-01, 2025-06 (a month), 2025, or a time ago: 7d, 2w, 3m, 1y")
+    s.add_argument("--before", help="only notes modified before this date (same forms)")
+
+    s = sub.add_parser("show", help="a note's text, or one section of it",
+                       description="Print the Markdown text of NOTE_ID (as shown by `search "
+                       "--json`) as its source holds it now, or only the section under "
+                       "--heading. Long notes come in pages: --offset and --max-chars.")
+    s.add_argument("note_id")
+    s.add_argument("--heading", help="only this section: a heading's text or its path "
+                   "(\"Setup > Linux\"), any case")
+    s.add_argument("--offset", type=int, default=0, help="first character (default 0)")
+    s.add_argument("--max-chars", type=int, default=20_000,
+                   help="characters per page (default 20000)")
+    s.add_argument("--json", action="store_true", help="the page and the note's details "
+                   "as JSON")
+
+    s = sub.add_parser("tags", help="tags with their note counts",
+                       description="Every tag with the number of notes carrying it; a "
+                       "nested tag's parents count the notes of all their children.")
+    s.add_argument("prefix", nargs="?", help="only tags starting with this")
+    s.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("recent", help="the most recently modified notes",
+                       description="The most recently modified notes, newest first. Dates: "
+                       "2025-03-01, 2025-06 (a month), 2025, or a time ago: 7d, 2w, 3m, 1y.")
+    s.add_argument("--limit", type=int, default=10, help="how many notes (default 10)")
+    s.add_argument("--source", help="only this source (its configured name)")
+    s.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG",
+                   help="only notes with this tag (nested tags included); repeatable")
+    s.add_argument("--after", help="modified on or after this date")
+    s.add_argument("--before", help="modified before this date")
+    s.add_argument("--json", action="store_true")
 
     s = sub.add_parser("similar", help="notes closest in meaning to a note",
                        description="List the notes closest in meaning to NOTE_ID (as shown "
@@ -316,15 +349,89 @@ def cmd_serve(args: argparse.Namespace) -> int:
                engine_factory=lambda cfg: Engine(cfg, embedder=args.embedder()))
 
 
+def _dates(args: argparse.Namespace) -> dict:
+    """The date filters given, checked here so a bad one fails before anything loads."""
+    from notewell.search import dates
+
+    found = {}
+    for flag, name in (("after", "modified_after"), ("before", "modified_before")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            dates.parse(value, name=f"--{flag}")
+            found[name] = value
+    return found
+
+
+def _read(args: argparse.Namespace, op: str, **kw) -> dict:
+    """The daemon's answer to a read op, else the same library call in this process.
+    A bad argument or unknown note is a message and exit 1, from either side."""
+    from notewell.search.dates import DateError
+
+    try:
+        result = daemon_request(op, **kw)
+        if result is not None:
+            return result
+        from notewell.engine import ArgumentError, HeadingNotFound, NoteNotFound
+
+        engine = _engine(args)
+        try:
+            if op == "search":
+                return engine.search(kw.pop("query"), **kw).to_dict()
+            if op == "recent":
+                return engine.recent(**kw).to_dict()
+            if op == "note":
+                return engine.note(**kw)
+            if op == "tags":
+                return {"tags": engine.tags(**kw)}
+            raise ValueError(f"no library call for op {op!r}")
+        except (ArgumentError, HeadingNotFound, NoteNotFound) as e:
+            raise SystemExit(f"notewell: {e.args[0]}") from None
+        finally:
+            engine.close()
+    except DateError as e:
+        raise SystemExit(f"notewell: {e}") from None
+
+
 @command
 def cmd_search(args: argparse.Namespace) -> int:
     query = " ".join(args.query)
-    result = daemon_request("search", query=query, limit=args.limit, mode=args.mode)
-    if result is None:
-        engine = _engine(args)
-        result = engine.search(query, limit=args.limit, mode=args.mode).to_dict()
-        engine.close()
+    result = _read(args, "search", query=query, limit=args.limit, mode=args.mode,
+                   **_dates(args))
     _print_hits(result["hits"], result["notices"], args.json)
+    return 0
+
+
+@command
+def cmd_recent(args: argparse.Namespace) -> int:
+    result = _read(args, "recent", limit=args.limit, source=args.source, tags=args.tags,
+                   **_dates(args))
+    _print_hits(result["hits"], result["notices"], args.json)
+    return 0
+
+
+@command
+def cmd_show(args: argparse.Namespace) -> int:
+    page = _read(args, "note", note_id=args.note_id, heading=args.heading,
+                 offset=args.offset, max_chars=args.max_chars)
+    if args.json:
+        print(json.dumps(page, indent=2, ensure_ascii=False))
+        return 0
+    sys.stdout.write(page["text"] + ("" if page["text"].endswith("\n") else "\n"))
+    if page["next_offset"] is not None:
+        print(f"notewell: {page['total_chars'] - page['next_offset']} more characters: "
+              f"--offset {page['next_offset']}", file=sys.stderr)
+    return 0
+
+
+@command
+def cmd_tags(args: argparse.Namespace) -> int:
+    tags = _read(args, "tags", prefix=args.prefix)["tags"]
+    if args.json:
+        print(json.dumps(tags, indent=2, ensure_ascii=False))
+    elif not tags:
+        print("no tags" + (f" starting with {args.prefix!r}" if args.prefix else ""))
+    for t in [] if args.json else tags:
+        print(f"{t['notes']:6}  #{t['tag']}")
     return 0
 
 

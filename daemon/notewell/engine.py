@@ -7,34 +7,59 @@ make a short-lived one. Each CLI command is a thin wrapper over one method here.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 
 from notewell import __version__
+from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import Config
 from notewell.index import store
 from notewell.index.database import Index
 from notewell.index.schema import SCHEMA_VERSION, BuildSettings
-from notewell.ingest.chunking import ChunkSettings
+from notewell.ingest.chunking import ChunkSettings, heading_paths, section
 from notewell.ingest.sync import Syncer, SyncReport
 from notewell.model.embedding import Embedder
 from notewell.model.runtime import default_embedder
-from notewell.search.query import parse
+from notewell.notes import Hit
+from notewell.search import dates
+from notewell.search.query import Query, parse
 from notewell.search.ranking import Ranking
 from notewell.search.searcher import Searcher, SearchResult
-from notewell.sources import Source, open_source
+from notewell.sources import Source, SourceWarning, open_source
 from notewell.wire import paths
 
 log = logging.getLogger(__name__)
+
+NOTE_PAGE_CHARS = 20_000  # a page of note text: about 5,000 tokens
+MAX_PAGE_CHARS = 100_000
+DateBound = str | float | int | None
+
+
+class ArgumentError(ValueError):
+    """An argument a read cannot use; ``name`` is the argument, the message says why."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}")
+        self.name = name
+
+
+class NoteNotFound(LookupError):
+    """No indexed note has this id (or its source no longer has it)."""
+
+
+class HeadingNotFound(LookupError):
+    """The note has no heading by this name; the message lists the ones it has."""
 
 
 class Engine:
     def __init__(self, config: Config, embedder: Embedder | None = None,
                  chunker: ChunkSettings | None = None, ranking: Ranking | None = None,
-                 index_dir: str | None = None) -> None:
+                 index_dir: str | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
+        self.clock = clock  # "now" for relative dates (7d, 3m)
         self.embedder = embedder or default_embedder()
         self.chunker = chunker or ChunkSettings()
         self.ranking = ranking
@@ -55,8 +80,16 @@ class Engine:
 
     # -- reads ------------------------------------------------------------------------------
 
-    def search(self, query: str, limit: int = 20, mode: str = "hybrid") -> SearchResult:
-        return self.searcher.search(query, limit=limit, mode=mode)
+    def search(self, query: str, limit: int = 20, mode: str = "hybrid", *,
+               tags: Sequence[str] = (), source: str | None = None,
+               modified_after: DateBound = None, modified_before: DateBound = None
+               ) -> SearchResult:
+        """The launcher's search. ``tags`` and ``source`` add to the ``#tag`` and
+        ``in:source`` typed in the query; ``modified_after`` / ``modified_before`` are
+        dates as ``search.dates`` reads them (or Unix seconds): notes modified at or
+        after the first's start and before the second's. Raises ``dates.DateError``."""
+        q = self.filtered(parse(query), tags, source, modified_after, modified_before)
+        return self.searcher.run(q, limit=limit, mode=mode)
 
     def new_notes(self, query: str) -> list[dict]:
         """How to create a note from ``query`` in each source's own app (its ``in:`` source
@@ -77,8 +110,95 @@ class Engine:
                             "tags": list(q.tags), "url": url})
         return out
 
-    def similar(self, note_id: str, limit: int = 20):
+    def filtered(self, q: Query, tags: Sequence[str] = (), source: str | None = None,
+                 modified_after: DateBound = None, modified_before: DateBound = None
+                 ) -> Query:
+        """``q`` with filters given as arguments added to those typed in it."""
+        after = dates.bound(modified_after, self.clock, name="modified_after")
+        before = dates.bound(modified_before, self.clock, name="modified_before")
+        if after is not None and before is not None and after >= before:
+            raise ArgumentError("modified_before", "is not later than modified_after, so "
+                                "no note can match; swap them?")
+        more_tags = tuple(t.strip().lstrip("#").lower().rstrip("/") for t in tags)
+        return dataclasses.replace(
+            q, tags=q.tags + tuple(t for t in more_tags if t),
+            sources=q.sources + ((source,) if source else ()),
+            modified_after=after, modified_before=before)
+
+    def similar(self, note_id: str, limit: int = 20) -> list[Hit]:
         return self.searcher.similar(note_id, limit)
+
+    def recent(self, limit: int = 10, source: str | None = None, tags: Sequence[str] = (),
+               modified_after: DateBound = None, modified_before: DateBound = None
+               ) -> SearchResult:
+        """The most recently modified notes, newest first, within the filters."""
+        q = self.filtered(parse(""), tags, source, modified_after, modified_before)
+        return self.searcher.run(q, limit=limit)
+
+    def note(self, note_id: str, heading: str | None = None, offset: int = 0,
+             max_chars: int = NOTE_PAGE_CHARS) -> dict:
+        """A note's text as Markdown, as its source holds it now (or only the section
+        under ``heading``), one page of ``max_chars`` from ``offset``; ``next_offset``
+        is where the next page starts, None on the last. Only notes in the index are
+        read, through their configured source: nothing else on disk is reachable.
+        Raises ``NoteNotFound``, ``HeadingNotFound``, ``ArgumentError``."""
+        if offset < 0:
+            raise ArgumentError("offset", "must be 0 or more")
+        if not 1 <= max_chars <= MAX_PAGE_CHARS:
+            raise ArgumentError("max_chars", f"must be between 1 and {MAX_PAGE_CHARS}")
+        record = self.index.reads.note_record(note_id)
+        src = next((s for s in self.sources if record and s.name == record.source), None)
+        if record is None or src is None:
+            raise NoteNotFound(f"no note with id {note_id[:200]!r}; note ids come from "
+                               "search results (note_id)")
+        try:
+            note = src.load(note_id)
+        except SourceWarning as e:
+            raise NoteNotFound(f"note {note_id!r} cannot be read now: {e}") from None
+        if note is None:
+            raise NoteNotFound(f"note {note_id!r} is no longer in its source; the index "
+                               "drops it at its next sync")
+        text = note.text
+        if heading is not None:
+            text = section(note.text, heading, note.title)
+            if text is None:
+                known = heading_paths(note.text, note.title)
+                raise HeadingNotFound(
+                    f"note {note_id!r} has no heading {heading[:200]!r}; its headings: "
+                    + ("; ".join(known[:50]) if known else "none"))
+        if offset and offset >= len(text):
+            raise ArgumentError("offset", f"{offset} is past the end of the text "
+                                f"({len(text)} characters)")
+        page = text[offset:offset + max_chars]
+        end = offset + len(page)
+        if end < len(text):
+            # End a page at a line break when one is in its last half: no cut words.
+            cut = page.rfind("\n", max_chars // 2)
+            if cut > 0:
+                page = page[:cut + 1]
+                end = offset + len(page)
+        return {
+            "note_id": note.note_id, "title": note.title, "source": note.source,
+            "kind": note.kind, "url": note.url, "path": note.path, "tags": list(note.tags),
+            "modified": note.modified if note.modified is not None else record.modified,
+            "archived": note.archived, "heading": heading, "text": page,
+            "offset": offset, "total_chars": len(text),
+            "next_offset": end if end < len(text) else None,
+            "headings": heading_paths(note.text, note.title),
+        }
+
+    def tags(self, prefix: str | None = None) -> list[dict]:
+        """Every tag with the number of notes that carry it, a nested tag's parents
+        (``work`` of ``work/project``) counting the notes of all their children once;
+        by tag. ``prefix`` keeps the tags that start with it (any case, ``#`` ignored)."""
+        notes: dict[str, set[int]] = {}
+        for tag, note in self.index.reads.tag_notes():
+            parts = tag.split("/")
+            for n in range(1, len(parts) + 1):
+                notes.setdefault("/".join(parts[:n]), set()).add(note)
+        want = (prefix or "").strip().lstrip("#").lower()
+        return [{"tag": tag, "notes": len(ids)} for tag, ids in sorted(notes.items())
+                if tag and tag.startswith(want)]
 
     def status(self) -> dict:
         counts = self.index.counts()

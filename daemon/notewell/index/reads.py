@@ -33,7 +33,7 @@ from notewell.index import sql
 from notewell.index.copies import Copies
 from notewell.index.keywords import COLUMN_WEIGHTS, KeywordIndex
 from notewell.index.lru import SharedLRU
-from notewell.index.sql import Passage
+from notewell.index.sql import NoteRecord, Passage
 from notewell.index.terms import Tokens, Vocabulary
 
 _CHUNK_TERMS_CACHED = 2_000  # chunks' index terms, shared by the worker threads: ~5 MB
@@ -287,6 +287,14 @@ class Reads:
     def chunk_count(self, note: int) -> int:
         return sql.chunk_count(self._db(), note)
 
+    def note_record(self, note_id: str) -> NoteRecord | None:
+        """The note's row (title, source, path, url, tags, dates), None if not indexed."""
+        return sql.note_record(self._db(), note_id)
+
+    def headings(self, note: int) -> list[str]:
+        """The heading paths of the note's passages (``A > B``), in order."""
+        return sql.headings(self._db(), note)
+
     # -- filters ---------------------------------------------------------------------------
 
     def tagged(self, tag: str) -> set[int]:
@@ -300,6 +308,14 @@ class Reads:
     def in_source(self, name: str) -> set[int]:
         """Note rows of source ``name``."""
         return sql.in_source(self._db(), name)
+
+    def modified_between(self, after: float | None, before: float | None) -> set[int]:
+        """Note rows modified in ``[after, before)`` (Unix seconds; None: unbounded)."""
+        return sql.modified_between(self._db(), after, before)
+
+    def tag_notes(self) -> list[tuple[str, int]]:
+        """(tag, note row) for every tag of every note."""
+        return sql.tag_notes(self._db())
 
     # -- for ``notewell eval`` ------------------------------------------------------------
 

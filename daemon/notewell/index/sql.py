@@ -213,6 +213,36 @@ def recent(db: apsw.Connection, limit: int) -> list[int]:
         "SELECT id FROM notes ORDER BY modified DESC NULLS LAST LIMIT ?", (limit,))]
 
 
+class NoteRecord(NamedTuple):
+    """A note's row as the index holds it (its text lives in its source)."""
+
+    row: int
+    note_id: str
+    source: str
+    kind: str
+    title: str
+    path: str | None
+    url: str
+    tags: str  # JSON
+    created: float | None
+    modified: float | None
+    archived: int
+
+
+def note_record(db: apsw.Connection, note_id: str) -> NoteRecord | None:
+    row = db.execute(
+        "SELECT id, note_id, source, kind, title, path, url, tags, created, modified, "
+        "archived FROM notes WHERE note_id = ?", (note_id,)).fetchone()
+    return NoteRecord(*row) if row else None
+
+
+def headings(db: apsw.Connection, note: int) -> list[str]:
+    """The distinct heading paths of a note's passages, in order."""
+    return [r[0] for r in db.execute(
+        "SELECT heading_path FROM chunks WHERE note = ? AND heading_path != '' "
+        "GROUP BY heading_path ORDER BY min(seq)", (note,))]
+
+
 def first_chunk(db: apsw.Connection, note: int) -> int | None:
     row = db.execute("SELECT id FROM chunks WHERE note = ? ORDER BY seq LIMIT 1",
                      (note,)).fetchone()
@@ -254,6 +284,20 @@ def sources(db: apsw.Connection) -> set[str]:
 
 def in_source(db: apsw.Connection, name: str) -> set[int]:
     return {r[0] for r in db.execute("SELECT id FROM notes WHERE source = ?", (name,))}
+
+
+def modified_between(db: apsw.Connection, after: float | None, before: float | None
+                     ) -> set[int]:
+    """Note rows modified at or after ``after`` and before ``before`` (either may be
+    None: no bound). Notes without a modification date match no date bound."""
+    return {r[0] for r in db.execute(
+        "SELECT id FROM notes WHERE modified IS NOT NULL AND (?1 IS NULL OR modified >= ?1) "
+        "AND (?2 IS NULL OR modified < ?2)", (after, before))}
+
+
+def tag_notes(db: apsw.Connection) -> list[tuple[str, int]]:
+    """(tag, note row) for every tag of every note, tags as indexed (lower case)."""
+    return db.execute("SELECT tag, note FROM note_tags").fetchall()
 
 
 def keyword_baseline(db: apsw.Connection, words: Sequence[str], limit: int,

@@ -76,6 +76,52 @@ def split_sections(text: str, title: str = "") -> list[_Section]:
     return [s for s in sections if s.text]
 
 
+def _heading_lines(text: str, title: str = "") -> list[tuple[int, int, tuple[str, ...]]]:
+    """(line number, level, heading path) of each ATX heading outside code fences, paths
+    as ``split_sections`` builds them (the H1 repeating the title left out of paths)."""
+    found = []
+    stack: list[tuple[int, str]] = []
+    first_heading = True
+    for n, (line, in_code) in enumerate(iter_fenced(text.splitlines())):
+        h = None if in_code else _HEADING.match(line)
+        if not h:
+            continue
+        level, heading = len(h.group(1)), h.group(2).strip()
+        if first_heading and level == 1 and heading.strip().lower() == title.strip().lower():
+            first_heading = False
+            continue
+        first_heading = False
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, heading))
+        found.append((n, level, tuple(t for _, t in stack)))
+    return found
+
+
+def heading_paths(text: str, title: str = "") -> list[str]:
+    """Every heading of a note as a path (``Setup > Linux``), in order."""
+    return [" > ".join(path) for _, _, path in _heading_lines(text, title)]
+
+
+def section(text: str, heading: str, title: str = "") -> str | None:
+    """The part of ``text`` under ``heading``, its heading line and subsections included,
+    up to the next heading of the same or a higher level; None when no heading matches.
+    ``heading`` is a heading's text or its path as hits show it (``Setup > Linux``),
+    matched without regard to case or spacing; the first match wins."""
+    def norm(s: str) -> str:
+        return " ".join(s.split()).lower()
+
+    want = tuple(norm(p) for p in heading.split(">"))
+    lines = text.splitlines()
+    marks = _heading_lines(text, title)
+    for i, (n, level, path) in enumerate(marks):
+        have = tuple(norm(p) for p in path)
+        if have == want or (len(want) == 1 and have[-1] == want[0]):
+            end = next((m for m, lv, _ in marks[i + 1:] if lv <= level), len(lines))
+            return "\n".join(lines[n:end]).strip("\n")
+    return None
+
+
 def chunk_note(title: str, text: str, settings: ChunkSettings | None = None) -> list[Chunk]:
     """Passages of a note, in order. An empty note still yields its title as one chunk."""
     settings = settings or ChunkSettings()

@@ -24,10 +24,19 @@ class Query:
     words: tuple[str, ...] = field(default=())
     # The last word is still being typed when the query does not end with a space.
     partial: bool = False
+    # Modified in [modified_after, modified_before), Unix seconds: given as arguments
+    # (``search.dates``), never typed.
+    modified_after: float | None = None
+    modified_before: float | None = None
 
     @property
     def empty(self) -> bool:
         return not self.words and self.similar_to is None
+
+    @property
+    def filtered(self) -> bool:
+        return bool(self.tags or self.sources or self.modified_after is not None
+                    or self.modified_before is not None)
 
 
 def parse(raw: str) -> Query:

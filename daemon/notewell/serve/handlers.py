@@ -1,8 +1,9 @@
 """What the daemon answers: one handler per op, and the dispatch of a request to it.
 
 Owns the ops (``ping``, ``status``, ``search``, ``similar``, ``sync``, ``stop``,
-``latest_query``), their argument checks (``RequestError`` becomes an error reply with its
-code), the protocol version check, the worker pool that runs the ops touching the index
+``latest_query``, ``note``, ``tags``, ``recent``), their argument checks
+(``RequestError``, a bad date, an unknown note become an error reply with its code),
+the protocol version check, the worker pool that runs the ops touching the index
 (the rest answer on the connection's thread), the prepared answers of the search handler
 (``response_cache``) and the newest query Alfred asked for (the stale-Enter guard). An op
 that fails unexpectedly is logged with its type and place, never with the query, unless
@@ -25,8 +26,9 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor
 from notewell import __version__
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import Config
-from notewell.engine import Engine
+from notewell.engine import ArgumentError, Engine, HeadingNotFound, NoteNotFound
 from notewell.launcher import alfred
+from notewell.search.dates import DateError
 from notewell.search.query import MAX_QUERY_CHARS
 from notewell.serve.background import Background, SyncError
 from notewell.serve.response_cache import ResponseCache
@@ -55,6 +57,29 @@ def _arg(req: dict, name: str, kind: type, default):
     return value
 
 
+def _tags(req: dict) -> tuple[str, ...]:
+    tags = _arg(req, "tags", list, [])
+    if not all(isinstance(t, str) for t in tags):
+        raise RequestError("bad_args", "'tags' must be a list of str")
+    return tuple(tags)
+
+
+def _optional(req: dict, name: str, kinds: tuple[type, ...]):
+    """An argument that may be missing or nil, else of one of ``kinds``."""
+    value = req.get(name)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
+        raise RequestError("bad_args", f"'{name}' must be "
+                           f"{' or '.join(k.__name__ for k in kinds)}")
+    return value
+
+
+def _filters(req: dict) -> dict:
+    """The filters the search and recent ops take as arguments, checked."""
+    return {"tags": _tags(req), "source": _optional(req, "source", (str,)),
+            "modified_after": _optional(req, "modified_after", (str, int, float)),
+            "modified_before": _optional(req, "modified_before", (str, int, float))}
+
+
 class Handlers:
     def __init__(self, config: Config, background: Background,
                  request_stop: Callable[[], None], clock: Clock = SYSTEM_CLOCK) -> None:
@@ -77,6 +102,9 @@ class Handlers:
             "sync": self.op_sync,
             "stop": self.op_stop,
             "latest_query": self.op_latest_query,
+            "note": self.op_note,
+            "tags": self.op_tags,
+            "recent": self.op_recent,
         }
 
     def answer(self, req: object) -> dict | None:
@@ -110,6 +138,12 @@ class Handlers:
             return {"ok": True, "result": handler(req)}
         except RequestError as e:
             return error_reply(e.code, str(e))
+        except DateError as e:
+            return error_reply("bad_date", str(e))
+        except ArgumentError as e:
+            return error_reply("bad_args", str(e))
+        except (NoteNotFound, HeadingNotFound) as e:
+            return error_reply("not_found", str(e.args[0]))
         except Exception as e:
             # The message may quote the query or a note (an SQLite error does): it goes
             # to the asking client only; the log gets the type and where it happened.
@@ -158,6 +192,7 @@ class Handlers:
             raise RequestError("bad_args", "mode must be hybrid, dense or bm25")
         if fmt not in ("json", "alfred"):
             raise RequestError("bad_args", "format must be json or alfred")
+        filters = _filters(req)
         query = query[:MAX_QUERY_CHARS]
         if fmt == "alfred":
             self.latest_alfred_query = query
@@ -166,12 +201,15 @@ class Handlers:
         lag = self.background.lag()
         rebuilding = self.background.rebuilding()
         # A repeated query on an unchanged index gets its prepared answer (response_cache).
-        key = (query, limit, mode, fmt, repr(lag), repr(rebuilding))
-        version = self._responses.version(engine.index.path)
+        # Relative dates ("7d") move with the clock: those answers are not kept.
+        key = (query, limit, mode, fmt, repr(lag), repr(rebuilding), repr(filters))
+        keep = not any(isinstance(filters[k], str)
+                       for k in ("modified_after", "modified_before"))
+        version = self._responses.version(engine.index.path) if keep else None
         cached = self._responses.get(key, version) if version else None
         if cached is not None:
             return cached
-        result = engine.search(query, limit=limit, mode=mode)
+        result = engine.search(query, limit=limit, mode=mode, **filters)
         if self.config.debug_log:  # queries are private: logged only when asked for
             log.info("search %r (%s): %d hits", query, mode, len(result.hits))
         new_notes = engine.new_notes(query)
@@ -196,8 +234,31 @@ class Handlers:
     def op_similar(self, req: dict) -> dict:
         note_id = _arg(req, "note_id", str, "")
         limit = max(1, min(_arg(req, "limit", int, 20), MAX_LIMIT))
-        hits = self._ready_engine().similar(note_id, limit)
+        engine = self._ready_engine()
+        hits = engine.similar(note_id, limit)
+        # ``strict``: an unknown id is an error (agents), not an empty list (the launcher).
+        if not hits and _arg(req, "strict", bool, False) \
+                and engine.index.reads.note_record(note_id) is None:
+            raise NoteNotFound(f"no note with id {note_id[:200]!r}; note ids come from "
+                               "search results (note_id)")
         return {"hits": [h.to_dict() for h in hits], "notices": []}
+
+    def op_note(self, req: dict) -> dict:
+        note_id = _arg(req, "note_id", str, "")
+        if not note_id:
+            raise RequestError("bad_args", "'note_id' is required")
+        heading = _optional(req, "heading", (str,))
+        offset = _arg(req, "offset", int, 0)
+        max_chars = _arg(req, "max_chars", int, 20_000)
+        return self._ready_engine().note(note_id, heading=heading, offset=offset,
+                                         max_chars=max_chars)
+
+    def op_tags(self, req: dict) -> dict:
+        return {"tags": self._ready_engine().tags(_optional(req, "prefix", (str,)))}
+
+    def op_recent(self, req: dict) -> dict:
+        limit = max(1, min(_arg(req, "limit", int, 10), MAX_LIMIT))
+        return self._ready_engine().recent(limit, **_filters(req)).to_dict()
 
     def op_sync(self, req: dict) -> dict:
         self._ready_engine()
