@@ -17,7 +17,17 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { useEffect, useRef, useState } from "react";
-import { DaemonDown, DaemonError, Hit, Results, markdownLink, search, similar, startDaemon } from "./daemon";
+import {
+  DaemonDown,
+  DaemonError,
+  Hit,
+  NewNote,
+  Results,
+  markdownLink,
+  search,
+  similar,
+  startDaemon,
+} from "./daemon";
 import { notewellHome, socketPath } from "./paths";
 
 interface Preferences {
@@ -128,7 +138,10 @@ function Items({ state }: { state: State & { reload: () => void } }) {
       {results.hits.map((hit) => (
         <HitItem key={hit.note_id} hit={hit} />
       ))}
-      {!state.loading && results.hits.length === 0 ? (
+      {(results.new_note ?? []).map((n) => (
+        <NewNoteItem key={`new-note:${n.source}`} note={n} found={results.hits.length > 0} />
+      ))}
+      {!state.loading && results.hits.length === 0 && !(results.new_note ?? []).length ? (
         <List.EmptyView icon={Icon.MagnifyingGlass} title="No notes match" description="Try other words, or fewer of them" />
       ) : null}
     </>
@@ -170,12 +183,31 @@ function DaemonDownView({ onStarted }: { onStarted: () => void }) {
   );
 }
 
+/** "New note: QUERY": the source's app creates it through its URL scheme (Bear's create,
+ * Obsidian's new, a folder's editor template); notewell never writes a note itself. */
+function NewNoteItem({ note, found }: { note: NewNote; found: boolean }) {
+  const app = APP_NAMES[note.kind] ?? "your editor";
+  const tags = note.tags.map((t) => `#${t}`).join(" ");
+  return (
+    <List.Item
+      title={`New note: ${note.title}`}
+      subtitle={`Create it in ${app}${tags ? ` tagged ${tags}` : ""}${found ? "" : " · no notes match"}`}
+      icon={Icon.PlusCircle}
+      actions={
+        <ActionPanel>
+          <Action.Open title={`Create in ${app}`} target={note.url} icon={Icon.Plus} />
+        </ActionPanel>
+      }
+    />
+  );
+}
+
 function HitItem({ hit }: { hit: Hit }) {
   const app = APP_NAMES[hit.kind] ?? "Default App";
   return (
     <List.Item
       title={hit.title}
-      subtitle={hit.heading_path || hit.source}
+      subtitle={hit.attachment ? `From attachment ${hit.attachment}` : hit.heading_path || hit.source}
       icon={{ source: KIND_ICONS[hit.kind] ?? KIND_ICONS.markdown }}
       quickLook={hit.path ? { path: hit.path, name: hit.title } : undefined}
       detail={<HitDetail hit={hit} />}
