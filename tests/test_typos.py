@@ -65,10 +65,24 @@ def test_without_typo_tolerance_the_typo_finds_nothing_by_keywords(engine):
 
 
 def test_the_word_being_typed_is_corrected_as_a_prefix(engine):
-    # "vacc" has no completion in the index; "vacu" (one letter replaced) has.
-    assert ids(engine.search("vacc", mode="bm25"))[0] == "notes:db/postgres-vacuum.md"
-    found = engine.searcher.query_terms(parse("vacc"))
-    assert [(t.correction, t.prefix) for t in found] == [("vacu", True)]
+    # "vaccu" has no completion in the index; "vacu" (a doubled letter dropped) and
+    # "vacuu" (one replaced) have.
+    assert ids(engine.search("vaccu", mode="bm25"))[0] == "notes:db/postgres-vacuum.md"
+    found = engine.searcher.query_terms(parse("vaccu"))
+    assert [(t.correction, t.prefix) for t in found] in ([("vacu", True)], [("vacuu", True)])
+    # A letter that was not doubled is never dropped from a prefix (it would make a
+    # shorter, vaguer one: "login" -> "logi*").
+    assert engine.searcher.query_terms(parse("bananz"))[0].correction == "banana"
+    assert all(t.correction != "bana" for t in engine.searcher.query_terms(parse("banaz")))
+
+
+def test_real_words_the_notes_do_not_use_are_not_typos(engine):
+    engine.searcher.embedder.knows = lambda w: w in {"snowy", "tramcar"}  # a model's words
+    try:
+        assert engine.searcher.query_terms(parse("snowy "))[0].correction is None
+        assert engine.searcher.query_terms(parse("snowy "))[0].df == 0
+    finally:
+        del engine.searcher.embedder.knows
 
 
 def test_known_words_are_left_alone(engine):

@@ -24,7 +24,7 @@ from notewell.ingest.sync import Syncer, SyncReport
 from notewell.model.embedding import Embedder
 from notewell.model.runtime import default_embedder
 from notewell.notes import Hit
-from notewell.search import dates
+from notewell.search import dates, filters
 from notewell.search.query import Query, parse
 from notewell.search.ranking import Ranking
 from notewell.search.searcher import Searcher, SearchResult
@@ -89,6 +89,12 @@ class Engine:
         dates as ``search.dates`` reads them (or Unix seconds): notes modified at or
         after the first's start and before the second's. Raises ``dates.DateError``."""
         q = self.filtered(parse(query), tags, source, modified_after, modified_before)
+        try:
+            q = filters.with_dates(q, self.clock)
+        except dates.DateError as e:
+            # Typed in the box: a notice with the accepted forms, and no results rather
+            # than results the filter would not have allowed.
+            return SearchResult(q, [], [str(e)])
         return self.searcher.run(q, limit=limit, mode=mode)
 
     def new_notes(self, query: str) -> list[dict]:
@@ -120,10 +126,13 @@ class Engine:
             raise ArgumentError("modified_before", "is not later than modified_after, so "
                                 "no note can match; swap them?")
         more_tags = tuple(t.strip().lstrip("#").lower().rstrip("/") for t in tags)
+        # Bounds typed in the query (``after:``) are read later (``filters.with_dates``)
+        # and tighten these.
         return dataclasses.replace(
             q, tags=q.tags + tuple(t for t in more_tags if t),
             sources=q.sources + ((source,) if source else ()),
-            modified_after=after, modified_before=before)
+            modified_after=after if after is not None else q.modified_after,
+            modified_before=before if before is not None else q.modified_before)
 
     def similar(self, note_id: str, limit: int = 20) -> list[Hit]:
         return self.searcher.similar(note_id, limit)

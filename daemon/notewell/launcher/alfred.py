@@ -8,6 +8,7 @@ warming up) are rendered in ``wire.messages``, which imports nothing.
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING
 
 from notewell.notes import ATTACHMENT_MARK
@@ -19,11 +20,14 @@ ICONS = {"bear": "icons/bear.png", "obsidian": "icons/obsidian.png",
          "markdown": "icons/markdown.png"}
 
 
-def hit_item(hit: Hit, query: str = "") -> dict:
+def hit_item(hit: Hit, query: str = "", dated: bool = False) -> dict:
     location = hit.heading_path or os.path.basename(hit.path or "") or hit.source
     if hit.attachment:
         # "📎 scan.png" alone would not say where the words were found.
         location = "From attachment " + location.removeprefix(ATTACHMENT_MARK)
+    if dated and hit.modified is not None:
+        # A date filter is on: when each note was last changed is what the user weighs.
+        location = time.strftime("%Y-%m-%d", time.localtime(hit.modified)) + " · " + location
     subtitle = f"{location} · {hit.snippet}" if hit.snippet else location
     if hit.archived:
         subtitle = "[archived] " + subtitle
@@ -108,12 +112,26 @@ def new_note_item(new: dict, query: str, found: bool) -> dict:
             "variables": {"action": "create", "note_id": "", "query": query}}
 
 
+FILTER_HELP = "Filters: #tag and in:source · remove them to search everything"
+DATE_FILTERS = ("after:", "before:", "since:", "created:")
+
+
+def notice_item(notice: str) -> dict:
+    """A notice above the results; one about a date filter shows the accepted forms."""
+    head, sep, forms = notice.partition("; use ")
+    if sep and notice.lower().startswith(DATE_FILTERS):
+        return message_item(head, "Use " + forms)
+    if notice.lower().startswith(DATE_FILTERS):
+        return message_item(notice, "Dates: after:2025-03-01 · before:2025-06 · since:7d "
+                            "(2w, 3m, 1y) · created:2025")
+    return message_item(notice, FILTER_HELP)
+
+
 def results_feedback(hits: list[Hit], notices: list[str], query: str,
                      lag: dict | None = None, *, rebuilding: dict | None = None,
-                     new_notes: list[dict] | None = None) -> str:
-    items = [message_item(n, "Filters: #tag and in:source · remove them to search everything")
-             for n in notices]
-    items += [hit_item(h, query) for h in hits]
+                     new_notes: list[dict] | None = None, dated: bool = False) -> str:
+    items = [notice_item(n) for n in notices]
+    items += [hit_item(h, query, dated) for h in hits]
     if not items and not rebuilding and not new_notes:
         items = [message_item(f"No notes match “{query}”",
                               "Try other words, or fewer of them")]

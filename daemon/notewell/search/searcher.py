@@ -73,7 +73,11 @@ class Searcher:
         return self.run(parse(raw), limit, mode)
 
     def run(self, q: Query, limit: int = 20, mode: str = "hybrid") -> SearchResult:
-        """Search for an already parsed query (``query.parse`` or ``query.literal``)."""
+        """Search for an already parsed query (``query.parse`` or ``query.literal``).
+        Typed dates not read yet are read on the system clock (``Engine.search`` reads
+        them on its own); one that cannot be read raises ``dates.DateError``."""
+        if q.dates:
+            q = filters.with_dates(q)
         allowed, notices = self.allowed(q)
         if allowed is not None and not allowed:
             return SearchResult(q, [], notices)
@@ -165,7 +169,8 @@ class Searcher:
         local = self._thread_caches()
         if local.terms_for is not None and local.terms_for[0] == q:
             return local.terms_for[1]
-        found = terms.query_terms(q, self.reads, self.ranking)
+        found = terms.query_terms(q, self.reads, self.ranking,
+                                  getattr(self.embedder, "knows", None))
         local.terms_for = (q, found)
         return found
 

@@ -16,6 +16,7 @@ May import ``search.query``, ``search.ranking`` and the read interface
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from notewell.index.reads import Reads
@@ -40,10 +41,12 @@ class QueryTerm:
     correction: str | None = None  # the word a typo was read as (its phrase and tokens)
 
 
-def query_terms(q: Query, reads: Reads, ranking: Ranking | None = None) -> list[QueryTerm]:
+def query_terms(q: Query, reads: Reads, ranking: Ranking | None = None,
+                known: Callable[[str], bool] | None = None) -> list[QueryTerm]:
     """The query's distinct words as FTS5 indexed them, with how rare each is; a typo is
     read as the word meant (instead of itself when no passage holds it, beside itself
-    when a handful do)."""
+    when a handful do). ``known``: whether a word is a real word (the model's vocabulary,
+    ``Embedder.knows``); a real word the notes do not use is not a typo."""
     r = ranking or Ranking()
     vocab = reads.vocabulary()
     out = []
@@ -56,7 +59,9 @@ def query_terms(q: Query, reads: Reads, ranking: Ranking | None = None) -> list[
         dfs = [vocab.df(t) for t in found[:-1]]
         dfs.append(vocab.prefix_df(found[-1]) if prefix else vocab.df(found[-1]))
         term = QueryTerm(word, phrase, found, prefix, min(dfs), vocab.idf(min(dfs)))
-        fix = correct(word, prefix, term.df, reads, vocab, r) if len(found) == 1 else None
+        real = known is not None and r.typo_real_words and known(word)
+        fix = (correct(word, prefix, term.df, reads, vocab, r)
+               if len(found) == 1 and not real else None)
         if term.df or fix is None:
             out.append(term)
         if fix is not None:
@@ -78,6 +83,12 @@ def edits1(word: str) -> list[str]:
     out += [a + c + b[1:] for a, b in splits if b for c in _ALPHABET if c != b[0]]
     out += [a + c + b for a, b in splits for c in _ALPHABET]
     return list(dict.fromkeys(w for w in out if w != word))
+
+
+def _undoubles(word: str, variant: str) -> bool:
+    """``variant`` is ``word`` with one of two equal neighbouring letters dropped."""
+    return any(word[i] == word[i + 1] and word[:i] + word[i + 1:] == variant
+               for i in range(len(word) - 1))
 
 
 def correct(word: str, prefix: bool, df: int, reads: Reads, vocab, r: Ranking
@@ -105,15 +116,19 @@ def correct(word: str, prefix: bool, df: int, reads: Reads, vocab, r: Ranking
         found = vocab.prefix_df(stem) if prefix else vocab.df(stem)
         if found < need:
             continue
-        # While typing, a dropped letter (or a stemmed "s") makes a shorter, vaguer prefix:
-        # the others first.
+        # While typing, a shorter prefix is a vaguer one ("login" -> "logi*"): only a
+        # doubled letter is dropped ("vaccu" -> "vacu"), and a stemmed "s" comes last.
+        if prefix and len(variant) < len(word) and not _undoubles(word, variant):
+            continue
         shorter = prefix and len(stem) < len(own)
         candidate = (shorter, -found, rank, variant, stem, found)
         if best is None or candidate < best:
             best = candidate
     fix = best[3:] if best else None
-    if fix is None and not prefix and len(word) >= r.typo_long_word:
-        near = [(d, -vocab.df(t), t) for t, d in vocab.near(own, 2)]
+    if fix is None and not prefix and len(own) >= r.typo_long_word:
+        # Two edits between stems: not both spent on length ("uncultur" is not "cultur").
+        near = [(d, -vocab.df(t), t) for t, d in vocab.near(own, 2)
+                if abs(len(t) - len(own)) <= 1]
         near = [n for n in near if -n[1] >= need]
         for _, neg_df, term in sorted(near):
             if reads.query_tokens(term, False) == [term]:  # FTS5 reads it back as itself

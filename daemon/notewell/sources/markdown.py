@@ -8,6 +8,7 @@ rendered as their visible text. Excluded folders are pruned while walking, so a
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import stat
@@ -130,7 +131,7 @@ class MarkdownSource:
             path=path,
             tags=tuple(collect_tags(meta, body)),
             aliases=tuple(meta_list(meta, "aliases", "alias")),
-            created=None,
+            created=meta_created(meta),
             modified=st.st_mtime,
             fingerprint=f"{st.st_mtime_ns}:{st.st_size}",
         )
@@ -285,6 +286,37 @@ def _scalar(value: str) -> str:
 def meta_title(meta: dict) -> str | None:
     title = meta.get("title")
     return title.strip() if isinstance(title, str) and title.strip() else None
+
+
+_META_DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})(?:[T ](\d{1,2}):(\d{2})(?::(\d{2}))?"
+                        r"(?:\.\d+)?(Z|[+-]\d{2}:?\d{2})?)?$")
+
+
+def meta_created(meta: dict) -> float | None:
+    """When the note was created, from frontmatter ``created`` or ``date`` (``2025-03-01``,
+    ``2025-03-01 14:30``, ``2025-03-01T14:30:00Z``; local time without an offset), else
+    None: a file's own times say when it was copied, not written."""
+    for key in ("created", "date"):
+        value = meta.get(key)
+        m = _META_DATE.match(value.strip()) if isinstance(value, str) else None
+        if not m:
+            continue
+        year, month, day, hour, minute, second, zone = m.groups()
+        try:
+            tz = None
+            if zone == "Z":
+                tz = datetime.timezone.utc
+            elif zone:
+                sign = 1 if zone[0] == "+" else -1
+                digits = zone[1:].replace(":", "")
+                tz = datetime.timezone(sign * datetime.timedelta(
+                    hours=int(digits[:2]), minutes=int(digits[2:])))
+            when = datetime.datetime(int(year), int(month), int(day), int(hour or 0),
+                                     int(minute or 0), int(second or 0), tzinfo=tz)
+            return when.timestamp()
+        except (ValueError, OverflowError):
+            continue
+    return None
 
 
 def meta_list(meta: dict, *keys: str) -> list[str]:
