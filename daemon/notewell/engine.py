@@ -25,7 +25,7 @@ from notewell.model.embedding import Embedder
 from notewell.model.runtime import default_embedder
 from notewell.notes import Hit
 from notewell.search import dates, filters
-from notewell.search.query import Query, parse
+from notewell.search.query import Query, parse, typing_tag
 from notewell.search.ranking import Ranking
 from notewell.search.searcher import Searcher, SearchResult
 from notewell.sources import Source, SourceWarning, open_source
@@ -208,6 +208,23 @@ class Engine:
         want = (prefix or "").strip().lstrip("#").lower()
         return [{"tag": tag, "notes": len(ids)} for tag, ids in sorted(notes.items())
                 if tag and tag.startswith(want)]
+
+    def tag_completions(self, query: str, limit: int = 30) -> list[dict] | None:
+        """For a query that is one tag being typed (``#``, ``#wor``): the tags that start
+        with it, most used first, each ``{tag, notes, nested}`` (``nested``: it has tags
+        under it); None for any other query, or when no tag starts so (the search then
+        says so)."""
+        prefix = typing_tag(query)
+        if prefix is None:
+            return None
+        found = self.tags(prefix)
+        if not found:
+            return None
+        names = [t["tag"] for t in found]
+        for t in found:
+            t["nested"] = any(n.startswith(t["tag"] + "/") for n in names)
+        found.sort(key=lambda t: (-t["notes"], t["tag"]))
+        return found[:limit]
 
     def status(self) -> dict:
         counts = self.index.counts()

@@ -116,6 +116,22 @@ FILTER_HELP = "Filters: #tag and in:source · remove them to search everything"
 DATE_FILTERS = ("after:", "before:", "since:", "created:")
 
 
+def tag_item(tag: dict) -> dict:
+    """One tag while a tag is typed: Tab completes it (``#work/`` when tags are nested
+    under it, else ``#work `` ), Enter searches it."""
+    name, count = tag["tag"], int(tag["notes"])
+    nested = tag.get("nested")
+    return {"uid": f"tag:{name}", "title": f"#{name}",
+            "subtitle": f"{count} note{'s' if count != 1 else ''} · Enter searches "
+                        f"#{name}" + (" · Tab goes into its nested tags" if nested else ""),
+            "arg": f"#{name} ", "autocomplete": f"#{name}/" if nested else f"#{name} ",
+            "icon": {"path": "icon.png"}, "variables": {"action": "search"}}
+
+
+def tags_feedback(tags: list[dict], query: str) -> str:
+    return feedback([tag_item(t) for t in tags], variables={"query": query})
+
+
 def notice_item(notice: str) -> dict:
     """A notice above the results; one about a date filter shows the accepted forms."""
     head, sep, forms = notice.partition("; use ")

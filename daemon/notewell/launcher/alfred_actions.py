@@ -89,6 +89,10 @@ def perform(action: str, arg: str, env: Mapping[str, str], run: Runner,
     if action == "open":
         run(["open", arg], check=False)
         return f"opened {arg}"
+    if action == "search":
+        # A tag chosen from the list while typing "#wor": Alfred again, on "#work ".
+        show_alfred(arg, env, run)
+        return f"searching {arg!r}"
     if action == "create":
         # The app's own URL scheme creates the note (Bear's create, Obsidian's new, the
         # editor's template): notewell never writes one.

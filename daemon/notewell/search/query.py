@@ -77,6 +77,16 @@ def parse(raw: str) -> Query:
                  dates=tuple(dates))
 
 
+_TYPING_TAG = re.compile(r"#([\w/\-]*)")
+
+
+def typing_tag(raw: str) -> str | None:
+    """The part after ``#`` when the whole query is one tag still being typed (``#`` or
+    ``#wor``, no space after it), else None: the launcher then lists the tags."""
+    m = _TYPING_TAG.fullmatch(clean(raw).lstrip())
+    return m.group(1).lower() if m else None
+
+
 def literal(text: str) -> Query:
     """A finished query read as plain text: no filters, no word still being typed (for
     benchmark queries, which may contain ``#`` or ``in:`` as ordinary words)."""

@@ -210,6 +210,13 @@ class Handlers:
         cached = self._responses.get(key, version) if version else None
         if cached is not None:
             return cached
+        tags = engine.tag_completions(query) if not any(filters.values()) else None
+        if tags is not None:  # "#" or "#wor": the tags, not a search
+            out = ({"alfred": alfred.tags_feedback(tags, query)} if fmt == "alfred"
+                   else {"hits": [], "notices": [], "tags": tags, "new_note": []})
+            if version:
+                self._responses.put(key, version, out)
+            return out
         result = engine.search(query, limit=limit, mode=mode, **filters)
         if self.config.debug_log:  # queries are private: logged only when asked for
             log.info("search %r (%s): %d hits", query, mode, len(result.hits))

@@ -41,6 +41,14 @@ export interface Results {
   hits: Hit[];
   notices: string[];
   new_note?: NewNote[]; // always last in the list; absent for similar notes
+  tags?: TagCount[]; // instead of hits while the query is one tag being typed ("#wor")
+}
+
+/** A tag and how many notes carry it; `nested`: tags sit under it (`work/apollo`). */
+export interface TagCount {
+  tag: string;
+  notes: number;
+  nested: boolean;
 }
 
 /** The daemon is not listening (no socket, or nobody behind it). */

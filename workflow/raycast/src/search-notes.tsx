@@ -23,6 +23,7 @@ import {
   Hit,
   NewNote,
   Results,
+  TagCount,
   markdownLink,
   search,
   similar,
@@ -94,10 +95,11 @@ export default function SearchNotes() {
       isLoading={state.loading}
       isShowingDetail={state.results.hits.length > 0}
       throttle
+      searchText={query}
       onSearchTextChange={setQuery}
       searchBarPlaceholder="Search your notes by meaning (#tag, in:source)…"
     >
-      <Items state={state} />
+      <Items state={state} setQuery={setQuery} />
     </List>
   );
 }
@@ -117,7 +119,7 @@ function SimilarNotes({ hit }: { hit: Hit }) {
   );
 }
 
-function Items({ state }: { state: State & { reload: () => void } }) {
+function Items({ state, setQuery }: { state: State & { reload: () => void }; setQuery?: (q: string) => void }) {
   const { error, results } = state;
   if (error instanceof DaemonDown) return <DaemonDownView onStarted={state.reload} />;
   if (error && !(error instanceof DaemonError && error.code === "warming_up")) {
@@ -135,13 +137,16 @@ function Items({ state }: { state: State & { reload: () => void } }) {
       {results.notices.map((notice) => (
         <List.Item key={notice} icon={Icon.Info} title={notice} />
       ))}
+      {setQuery
+        ? (results.tags ?? []).map((t) => <TagItem key={`tag:${t.tag}`} tag={t} setQuery={setQuery} />)
+        : null}
       {results.hits.map((hit) => (
         <HitItem key={hit.note_id} hit={hit} />
       ))}
       {(results.new_note ?? []).map((n) => (
         <NewNoteItem key={`new-note:${n.source}`} note={n} found={results.hits.length > 0} />
       ))}
-      {!state.loading && results.hits.length === 0 && !(results.new_note ?? []).length ? (
+      {!state.loading && results.hits.length === 0 && !(results.new_note ?? []).length && !(results.tags ?? []).length ? (
         <List.EmptyView icon={Icon.MagnifyingGlass} title="No notes match" description="Try other words, or fewer of them" />
       ) : null}
     </>
@@ -177,6 +182,25 @@ function DaemonDownView({ onStarted }: { onStarted: () => void }) {
         <ActionPanel>
           <Action title="Start notewell" icon={Icon.Play} onAction={start} />
           <Action.CopyToClipboard title="Copy Start Command" content="notewell agent start" />
+        </ActionPanel>
+      }
+    />
+  );
+}
+
+/** A tag while "#wor" is typed: Enter searches it, the second action goes into its nested tags. */
+function TagItem({ tag, setQuery }: { tag: TagCount; setQuery: (q: string) => void }) {
+  return (
+    <List.Item
+      title={`#${tag.tag}`}
+      subtitle={`${tag.notes} note${tag.notes === 1 ? "" : "s"}`}
+      icon={Icon.Tag}
+      actions={
+        <ActionPanel>
+          <Action title={`Search #${tag.tag}`} icon={Icon.MagnifyingGlass} onAction={() => setQuery(`#${tag.tag} `)} />
+          {tag.nested ? (
+            <Action title="Show Nested Tags" icon={Icon.ChevronRight} onAction={() => setQuery(`#${tag.tag}/`)} />
+          ) : null}
         </ActionPanel>
       }
     />
