@@ -57,6 +57,9 @@ class Note:
     archived: bool = False
     fingerprint: str = ""
     attachments: tuple[Attachment, ...] = ()
+    # Problems with the note's attachments (an encrypted PDF it links): reported by the
+    # sync, while the note itself is indexed.
+    warnings: tuple[str, ...] = ()
 
     @property
     def content_hash(self) -> str:

@@ -142,8 +142,9 @@ def note_chunks(note: Note, settings: ChunkSettings | None = None
     for the note's own). An attachment's passages sit under its name in the heading path,
     a page of several under "page N", so they never merge with the note's text."""
     settings = settings or ChunkSettings()
-    out: list[tuple[Chunk, str | None]] = [(c, None) for c in
-                                           chunk_note(note.title, note.text, settings)]
+    out: list[tuple[Chunk, str | None]] = []
+    if note.text.strip() or not note.attachments:  # a loose PDF is its pages only
+        out = [(c, None) for c in chunk_note(note.title, note.text, settings)]
     for attachment in note.attachments:
         for path, body in attachment_passages(attachment, settings):
             out.append((Chunk(len(out), path, body, None), attachment.url))

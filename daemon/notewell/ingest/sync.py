@@ -128,6 +128,8 @@ class Syncer:
                 if bar:
                     bar.advance()
                 continue
+            for problem in note.warnings:  # logged once per file where it was found
+                report.warnings.append(problem)
             old = stored.get(note.note_id)
             if old and old.content_hash == note.content_hash:
                 self.index.touch_note(note.note_id, note.fingerprint, note.url)
