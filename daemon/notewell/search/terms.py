@@ -60,7 +60,7 @@ def query_terms(q: Query, reads: Reads, ranking: Ranking | None = None,
         dfs.append(vocab.prefix_df(found[-1]) if prefix else vocab.df(found[-1]))
         term = QueryTerm(word, phrase, found, prefix, min(dfs), vocab.idf(min(dfs)))
         real = known is not None and r.typo_real_words and known(word)
-        fix = (correct(word, prefix, term.df, reads, vocab, r)
+        fix = (correct(word, prefix, term.df, reads, vocab, r, known)
                if len(found) == 1 and not real else None)
         if term.df or fix is None:
             out.append(term)
@@ -91,16 +91,18 @@ def _undoubles(word: str, variant: str) -> bool:
                for i in range(len(word) - 1))
 
 
-def correct(word: str, prefix: bool, df: int, reads: Reads, vocab, r: Ranking
-            ) -> tuple[str, str, int] | None:
+def correct(word: str, prefix: bool, df: int, reads: Reads, vocab, r: Ranking,
+            known: Callable[[str], bool] | None = None) -> tuple[str, str, int] | None:
     """(the word meant, its index term, chunks holding it) for a typo, or None: for a word
     no passage holds, or (not while typed) only ``typo_rare_df`` do while the close word
-    is ``typo_common_ratio`` times as common. Kept per vocabulary (typing asks again)."""
+    is ``typo_common_ratio`` times as common. A variant that is a real word (``known``)
+    wins over one that only stems to an indexed term ("figness": "fitness", not
+    "fixness"); then the commonest. Kept per vocabulary (typing asks again)."""
     if (not r.typos or len(word) < r.typo_min_letters or not word.isascii()
             or not word.isalpha() or df > (0 if prefix else r.typo_rare_df)):
         return None
     memo = vocab.corrections
-    key = (word, prefix, df, r.typo_long_word, r.typo_common_ratio)
+    key = (word, prefix, df, r.typo_long_word, r.typo_common_ratio, known is not None)
     if key in memo:
         return memo[key]
     need = max(1.0, df * r.typo_common_ratio) if df else 1.0
@@ -121,10 +123,11 @@ def correct(word: str, prefix: bool, df: int, reads: Reads, vocab, r: Ranking
         if prefix and len(variant) < len(word) and not _undoubles(word, variant):
             continue
         shorter = prefix and len(stem) < len(own)
-        candidate = (shorter, -found, rank, variant, stem, found)
+        unreal = not prefix and known is not None and not known(variant)
+        candidate = (shorter, unreal, -found, rank, variant, stem, found)
         if best is None or candidate < best:
             best = candidate
-    fix = best[3:] if best else None
+    fix = best[4:] if best else None
     if fix is None and not prefix and len(own) >= r.typo_long_word:
         # Two edits between stems: not both spent on length ("uncultur" is not "cultur").
         near = [(d, -vocab.df(t), t) for t, d in vocab.near(own, 2)
