@@ -148,3 +148,24 @@ def test_obsidian_finds_an_embedded_pdf_by_its_name(tmp_path):
     hit = s.find("notice period")[0]
     assert hit.note_id == "notes:notes/flat.md" and hit.attachment == "Lease Contract.pdf"
     s.close()
+
+
+def test_an_index_from_before_pdfs_reads_every_note_once_more(tmp_path, folder):
+    """Notes indexed by a notewell that read no PDFs and no frontmatter dates: the new
+    fingerprint makes one sync read them again, which brings their PDFs and dates in
+    without embedding anything already stored."""
+    (folder / "other.md").write_text("---\ncreated: 2024-02-03\n---\n# Other\n\nNothing.\n")
+    s = setup(tmp_path, folder, pdfs="none")
+    s.syncer.sync(s.src)
+    s.index.db.execute("UPDATE notes SET fingerprint = substr(fingerprint, 3), created = NULL")
+    s.src = MarkdownSource(SourceConfig("notes", "markdown", str(folder), ("private/**",)))
+    report = s.syncer.sync(s.src)
+    # home.md gains its PDF's passages; other.md only its creation date (no new content).
+    assert report.updated == 1 and report.unchanged == 1 and report.embedded == 2
+    assert s.find("flue gauge")[0].note_id == "notes:home.md"
+    created = s.index.db.execute("SELECT created FROM notes WHERE note_id = 'notes:other.md'"
+                                 ).fetchone()[0]
+    assert created is not None
+    again = s.syncer.sync(s.src)
+    assert again.unchanged == 2 and again.embedded == 0
+    s.close()

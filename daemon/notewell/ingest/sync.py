@@ -132,7 +132,10 @@ class Syncer:
                 report.warnings.append(problem)
             old = stored.get(note.note_id)
             if old and old.content_hash == note.content_hash:
-                self.index.touch_note(note.note_id, note.fingerprint, note.url)
+                # Dates are not content: a note read again may bring one it lacked
+                # (frontmatter ``created``, read since issue 19).
+                self.index.touch_note(note.note_id, note.fingerprint, note.url,
+                                      note.created, note.modified)
                 report.unchanged += 1
                 if bar:
                     bar.advance()

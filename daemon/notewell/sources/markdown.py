@@ -88,7 +88,9 @@ class MarkdownSource:
                     yield NoteStub(self._note_id(rel), f"{st.st_mtime_ns}:{st.st_size}")
 
     def _fingerprint(self, rel: str, st: os.stat_result) -> str:
-        base = f"{st.st_mtime_ns}:{st.st_size}"
+        # "2:": notes indexed before PDFs and frontmatter dates were read are read once
+        # more (nothing is embedded again unless a linked PDF brings new passages).
+        base = f"2:{st.st_mtime_ns}:{st.st_size}"
         links = self._links.get(rel)
         if not links:
             return base
