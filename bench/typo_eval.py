@@ -75,6 +75,7 @@ def main() -> int:
     from notewell.model.runtime import default_embedder
     from notewell.ops.demo import demo_golden_path, demo_notes_dir
 
+    common.print_machine("typo tolerance: Recall@5 with and without typos")
     embedder = default_embedder()
     out = {}
     index = folder_index(demo_notes_dir(), embedder, "demo")

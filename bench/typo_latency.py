@@ -29,14 +29,14 @@ def _timed(searcher, q: str) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
-def measure(size: str, n_queries: int, passes: int) -> dict:
+def measure(size: str, n_queries: int, passes: int, vectors: str = "real") -> dict:
     from notewell.index.database import Index
     from notewell.index.schema import BuildSettings
     from notewell.ingest.chunking import ChunkSettings
     from notewell.model.runtime import default_embedder
     from notewell.search.searcher import Searcher
 
-    corpus = common.build_corpus(size)
+    corpus = common.build_corpus(size, random_vectors=vectors == "random")
     embedder = default_embedder()
     settings = BuildSettings(embedder.fingerprint(), embedder.dim,
                              ChunkSettings().fingerprint())
@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--sizes", default="10k,100k")
     ap.add_argument("--queries", type=int, default=40)
     ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument("--vectors", choices=("real", "random"), default="real",
+                    help="random: unit vectors (smoke runs)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     from notewell.memory import limit_heaps
@@ -74,7 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
     info = common.print_machine("search latency with and without typos")
     results = {"machine": info, "sizes": {}}
     for size in common.parse_sizes(args.sizes):
-        results["sizes"][size] = measure(size, args.queries, args.passes)
+        results["sizes"][size] = measure(size, args.queries, args.passes, args.vectors)
     return common.finish(args.json, results)
 
 

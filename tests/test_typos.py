@@ -101,3 +101,22 @@ def test_the_model_reads_the_corrected_words(engine):
 def test_snippet_shows_the_sentence_with_the_word_meant(engine):
     hit = engine.search("ripe banannas", mode="bm25").hits[0]
     assert "ripe bananas" in hit.snippet
+
+
+def test_the_committed_typo_set_is_what_the_seeded_generator_makes(tmp_path):
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    out = tmp_path / "typos.jsonl"
+    subprocess.run([sys.executable, str(REPO / "bench" / "typo_queries.py"), "--out",
+                    str(out)], check=True, capture_output=True)
+    committed = REPO / "bench" / "typos" / "demo-golden-typos.jsonl"
+    assert out.read_text() == committed.read_text()
+    import json
+
+    rows = [json.loads(line) for line in committed.read_text().splitlines()]
+    assert all(r["query"] != r["clean"] for r in rows if r["typos"])
+    kinds = {t["kind"] for r in rows for t in r["typos"]}
+    assert kinds == {"drop", "double", "swap", "neighbour"}
