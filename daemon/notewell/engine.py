@@ -70,6 +70,7 @@ class Engine:
         self.searcher = Searcher(self.index, self.embedder, ranking)
         self.sources: list[Source] = [open_source(s) for s in config.sources]
         self._sync_lock = threading.Lock()
+        self._tag_counts: tuple[object, list[dict]] | None = None  # (index stamp, tags)
 
     def close(self) -> None:
         self.index.close()
@@ -217,14 +218,18 @@ class Engine:
         prefix = typing_tag(query)
         if prefix is None:
             return None
-        found = self.tags(prefix)
-        if not found:
-            return None
-        names = [t["tag"] for t in found]
-        for t in found:
-            t["nested"] = any(n.startswith(t["tag"] + "/") for n in names)
-        found.sort(key=lambda t: (-t["notes"], t["tag"]))
-        return found[:limit]
+        # Every keystroke of "#wor" asks: the counts are kept until the index changes.
+        stamp = self.index.reads.content_stamp()
+        kept = self._tag_counts
+        if kept is None or kept[0] != stamp:
+            every = self.tags()
+            parents = {t["tag"].rsplit("/", 1)[0] for t in every if "/" in t["tag"]}
+            for t in every:
+                t["nested"] = t["tag"] in parents
+            every.sort(key=lambda t: (-t["notes"], t["tag"]))
+            kept = self._tag_counts = (stamp, every)
+        found = [dict(t) for t in kept[1] if t["tag"].startswith(prefix)]
+        return found[:limit] or None
 
     def status(self) -> dict:
         counts = self.index.counts()
