@@ -61,6 +61,24 @@ def measure(size: str, n_queries: int, passes: int, vectors: str = "real",
         for name, found in times.items():
             res[name] = common.pct(found)
             print(f"{size} {name:6} {common.fmt(res[name])}")
+        # The query's words as the index reads them, typo correction included, with
+        # nothing kept from an earlier query: what typos add, without the model's time
+        # and the rest of the search (less at the mercy of a busy machine).
+        from notewell.search.query import parse
+
+        searcher = Searcher(index, embedder)
+        for name, qs in (("clean", clean), ("typos", typos)):
+            spent = []
+            for _ in range(passes):
+                for q in qs:
+                    memo = getattr(searcher.reads.vocabulary(), "corrections", None)
+                    if memo is not None:
+                        memo.clear()
+                    t0 = time.perf_counter()
+                    searcher.query_terms(parse(q))
+                    spent.append((time.perf_counter() - t0) * 1000)
+            res[f"terms_{name}"] = common.pct(spent)
+            print(f"{size} words of {name:6} {common.fmt(res[f'terms_{name}'])}")
     finally:
         index.close()
     return res
