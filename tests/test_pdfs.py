@@ -169,3 +169,13 @@ def test_an_index_from_before_pdfs_reads_every_note_once_more(tmp_path, folder):
     again = s.syncer.sync(s.src)
     assert again.unchanged == 2 and again.embedded == 0
     s.close()
+
+
+@pytest.mark.parametrize("option,value", [("pdfs", "some"), ("pdfs", 1), ("pdf_max_mb", 0),
+                                          ("pdf_max_mb", "big")])
+def test_bad_pdf_options_are_config_errors(option, value):
+    from notewell import config
+
+    with pytest.raises(config.ConfigError, match=option):
+        config.parse({"sources": [{"name": "n", "type": "markdown", "path": "/tmp",
+                                   option: value}]})
