@@ -120,3 +120,15 @@ def test_the_committed_typo_set_is_what_the_seeded_generator_makes(tmp_path):
     assert all(r["query"] != r["clean"] for r in rows if r["typos"])
     kinds = {t["kind"] for r in rows for t in r["typos"]}
     assert kinds == {"drop", "double", "swap", "neighbour"}
+
+
+def test_a_rare_word_close_to_a_common_one_gets_both(engine, notes_dir):
+    for i in range(31):
+        (notes_dir / f"mail{i}.md").write_text(f"# Mail {i}\n\nWe receive invoices daily.\n")
+    (notes_dir / "typo.md").write_text("# Typo\n\nPlease recieve the parcel.\n")
+    engine.sync()
+    found = engine.searcher.query_terms(parse("recieve "))
+    assert [(t.correction, t.df) for t in found] == [(None, 1), ("receive", 31)]
+    hits = ids(engine.search("recieve ", mode="bm25", limit=40))
+    assert "notes:typo.md" in hits and "notes:mail0.md" in hits
+    assert engine.searcher.dense_text(parse("recieve ")) == "recieve receive"
