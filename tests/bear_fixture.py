@@ -6,6 +6,13 @@ full path plus its parent row), a multi-word tag, trashed, archived, encrypted a
 permanently deleted notes, unused tag rows, and (in the Bear 2 layout) a pinned-in-tag join
 table whose name a pattern match would confuse with the note-tag join table.
 
+Attachments live in ``ZSFNOTEFILE`` with Bear 2's real columns (one row per file, images
+and PDFs alike, ``ZNOTE`` -> ``ZSFNOTE.Z_PK``, the text Bear extracted in ``ZSEARCHTEXT``):
+a PDF with text, an image Bear has not read (no text), a file of a trashed note, a file
+removed from its note (``ZUNUSED``), and a scanned whiteboard whose words appear nowhere
+in its note's text. The early Bear 1 layout has no ``ZSEARCHTEXT``, so a database without
+it is covered too.
+
 ``BearFixture`` then plays Bear: edit a note's text, add a tag without touching the
 modification date (what Bear's add-tags action does), trash, add and delete notes.
 
@@ -88,6 +95,32 @@ LAYOUTS = {
 }
 
 
+# ZSFNOTEFILE as Bear 2 has it (SFNoteFile with its SFNoteImage / SFNoteVideo sub-entities).
+_FILE_COLUMNS = (
+    "Z_PK INTEGER PRIMARY KEY", "Z_ENT INTEGER", "Z_OPT INTEGER", "ZDOWNLOADED INTEGER",
+    "ZENCRYPTED INTEGER", "ZFILESIZE INTEGER", "ZINDEX INTEGER",
+    "ZPERMANENTLYDELETED INTEGER", "ZSKIPSYNC INTEGER", "ZUNUSED INTEGER",
+    "ZUPLOADED INTEGER", "ZVERSION INTEGER", "ZNOTE INTEGER", "ZSERVERDATA INTEGER",
+    "ZANIMATED INTEGER", "ZHEIGHT INTEGER", "ZWIDTH INTEGER", "ZDURATION INTEGER",
+    "ZHEIGHT1 INTEGER", "ZWIDTH1 INTEGER", "ZCREATIONDATE TIMESTAMP",
+    "ZINSERTIONDATE TIMESTAMP", "ZMODIFICATIONDATE TIMESTAMP", "ZUNUSEDDATE TIMESTAMP",
+    "ZUPLOADEDDATE TIMESTAMP", "ZSEARCHTEXTDATE TIMESTAMP", "ZLASTEDITINGDEVICE VARCHAR",
+    "ZENCRYPTIONUNIQUEIDENTIFIER VARCHAR", "ZFILENAME VARCHAR",
+    "ZNORMALIZEDFILEEXTENSION VARCHAR", "ZSEARCHTEXT VARCHAR", "ZUNIQUEIDENTIFIER VARCHAR",
+    "ZENCRYPTEDDATA BLOB",
+)
+
+
+@dataclass(frozen=True)
+class FixtureFile:
+    """One attachment row: an image (SFNoteImage) or another file (SFNoteFile)."""
+
+    filename: str
+    search_text: str | None = None  # what Bear's OCR / PDF reader found; None: not read
+    image: bool = False
+    unused: bool = False  # removed from the note's text; Bear keeps the row a while
+
+
 @dataclass
 class FixtureNote:
     title: str
@@ -101,6 +134,7 @@ class FixtureNote:
     encrypted: bool = False
     deleted: bool = False  # ZPERMANENTLYDELETED
     pinned_in: tuple[str, ...] = ()  # tags this note is pinned in (Bear 2 only)
+    files: tuple[FixtureFile, ...] = ()
 
 
 def default_notes() -> list[FixtureNote]:
@@ -114,13 +148,21 @@ def default_notes() -> list[FixtureNote]:
             "Grey liquid on top is hooch, not mould: pour it off and feed more often. "
             "Pink or orange streaks mean the starter must be thrown away.\n",
             ("recipes/bread", "kitchen"), uuid="A1B2C3D4-0001-4000-8000-000000000001",
-            created=1_690_000_000.0, modified=1_700_000_100.0, pinned_in=("travel",)),
+            created=1_690_000_000.0, modified=1_700_000_100.0, pinned_in=("travel",),
+            files=(
+                FixtureFile("feeding-schedule.pdf", "Feeding schedule\nMorning: 50 g rye, "
+                            "50 g water.\nEvening: discard half, then feed again. Keep at "
+                            "24 degrees Celsius."),
+                FixtureFile("jar.jpg", None, image=True),  # not read by Bear (yet)
+            )),
         FixtureNote(
             "Keyboard shortcuts",
             "# Keyboard shortcuts\n\nA few #tips and tricks# for the terminal: ctrl-r "
             "searches history, ctrl-a jumps to the start of the line.\n\n"
             "```sh\n#not-a-tag in code\nbind -P\n```\n",
-            ("tips and tricks",), uuid="A1B2C3D4-0002-4000-8000-000000000002"),
+            ("tips and tricks",), uuid="A1B2C3D4-0002-4000-8000-000000000002",
+            files=(FixtureFile("old-cheatsheet.png", "zygomorphic tmux prefix cheatsheet",
+                               image=True, unused=True),)),
         FixtureNote(
             "Old packing list",
             "# Old packing list\n#travel\n\nPassport, charger, adapter for UK sockets.\n",
@@ -128,7 +170,8 @@ def default_notes() -> list[FixtureNote]:
         FixtureNote(
             "Deleted draft",
             "# Deleted draft\n\nThis draft went to the trash and must not be found.\n",
-            uuid="A1B2C3D4-0004-4000-8000-000000000004", trashed=True),
+            uuid="A1B2C3D4-0004-4000-8000-000000000004", trashed=True,
+            files=(FixtureFile("trashed-scan.pdf", "quasar invoice from a trashed note"),)),
         FixtureNote(
             "Bank PINs", None, uuid="A1B2C3D4-0005-4000-8000-000000000005", encrypted=True),
         FixtureNote(
@@ -139,8 +182,12 @@ def default_notes() -> list[FixtureNote]:
             "Meeting notes: Q3 planning",
             "# Meeting notes: Q3 planning\n#work/projects/apollo\n\n"
             "## Decisions & next steps\n\n"
-            "Ship the Apollo beta to ten customers before the end of September.\n",
-            ("work/projects/apollo",), uuid="A1B2C3D4-0007-4000-8000-000000000007"),
+            "Ship the Apollo beta to ten customers before the end of September.\n\n"
+            "![](whiteboard.jpg)\n",
+            ("work/projects/apollo",), uuid="A1B2C3D4-0007-4000-8000-000000000007",
+            # A photo of the whiteboard: these words are nowhere in the note's text.
+            files=(FixtureFile("whiteboard.jpg", "RISKS\ntelemetry dashboard latency\n"
+                               "staging cluster capacity\nOWNER: Priya", image=True),)),
     ]
 
 
@@ -209,8 +256,10 @@ class BearFixture:
                    f"{self.join_tag} INTEGER, PRIMARY KEY ({self.join_note}, {self.join_tag}))")
         db.execute(f"CREATE INDEX {self.join_table}_{self.join_tag}_INDEX ON "
                    f"{self.join_table} ({self.join_tag}, {self.join_note})")
-        db.execute("CREATE TABLE ZSFNOTEFILE (Z_PK INTEGER PRIMARY KEY, Z_ENT INTEGER, "
-                   "Z_OPT INTEGER, ZNOTE INTEGER, ZFILENAME VARCHAR)")
+        file_cols = [c for c in _FILE_COLUMNS
+                     if lay.name != "bear1-early" or not c.startswith("ZSEARCHTEXT")]
+        db.execute(f"CREATE TABLE ZSFNOTEFILE ({', '.join(file_cols)})")
+        db.execute("CREATE INDEX ZSFNOTEFILE_ZNOTE_INDEX ON ZSFNOTEFILE (ZNOTE)")
 
     def has_column(self, name: str) -> bool:
         return any(r[1] == name for r in self.conn.execute("PRAGMA table_info(ZSFNOTE)"))
@@ -259,7 +308,48 @@ class BearFixture:
             n = self.layout.note_ent
             for tag in note.pinned_in:
                 db.execute(f"INSERT INTO Z_{n}PINNEDINTAGS VALUES (?, ?)", (pk, self.tag_pk(tag)))
+        for i, f in enumerate(note.files):
+            self.add_file(pk, f, i, note.modified)
         return pk
+
+    @property
+    def has_search_text(self) -> bool:
+        return any(r[1] == "ZSEARCHTEXT" for r in
+                   self.conn.execute("PRAGMA table_info(ZSFNOTEFILE)"))
+
+    def _entity(self, name: str) -> int:
+        return next(ent for ent, n, _ in self.layout.entities if n == name)
+
+    def add_file(self, note_pk: int, f: FixtureFile, index: int = 0,
+                 when: float = 1_700_000_000.0) -> int:
+        values = {
+            "Z_ENT": self._entity("SFNoteImage" if f.image else "SFNoteFile"), "Z_OPT": 1,
+            "ZDOWNLOADED": 1, "ZENCRYPTED": 0, "ZFILESIZE": 1000 + len(f.search_text or ""),
+            "ZINDEX": index, "ZPERMANENTLYDELETED": 0, "ZUNUSED": int(f.unused),
+            "ZUPLOADED": 1, "ZVERSION": 1, "ZNOTE": note_pk,
+            "ZCREATIONDATE": when - CORE_DATA_EPOCH, "ZINSERTIONDATE": when - CORE_DATA_EPOCH,
+            "ZMODIFICATIONDATE": when - CORE_DATA_EPOCH, "ZFILENAME": f.filename,
+            "ZNORMALIZEDFILEEXTENSION": f.filename.rsplit(".", 1)[-1].lower(),
+            "ZUNIQUEIDENTIFIER": str(uuidlib.uuid4()).upper(),
+        }
+        if self.has_search_text:
+            values["ZSEARCHTEXT"] = f.search_text
+            if f.search_text is not None:
+                values["ZSEARCHTEXTDATE"] = when - CORE_DATA_EPOCH
+        marks = ",".join("?" * len(values))
+        cur = self.conn.execute(f"INSERT INTO ZSFNOTEFILE ({','.join(values)}) VALUES ({marks})",
+                                tuple(values.values()))
+        return cur.lastrowid
+
+    def set_search_text(self, filename: str, text: str | None) -> None:
+        """What Bear does when its OCR finishes: the file row changes, the note does not."""
+        self.conn.execute(
+            "UPDATE ZSFNOTEFILE SET ZSEARCHTEXT = ?, ZSEARCHTEXTDATE = ?, Z_OPT = Z_OPT + 1 "
+            "WHERE ZFILENAME = ?", (text, self._max_modified() + 60.0 - CORE_DATA_EPOCH,
+                                    filename))
+
+    def attach(self, uuid: str, f: FixtureFile) -> int:
+        return self.add_file(self._pk(uuid), f, 99)
 
     def _join(self, pk: int, tag: str) -> None:
         # Bear joins a note to the full path of a nested tag and to every parent.

@@ -57,6 +57,22 @@ def test_search_latency_smoke(cache, tmp_path):
     assert size["search_after_idle"]["gap_ms"] == 5 and size["search_after_idle"]["n"] == 3
 
 
+def test_typo_latency_smoke(cache, tmp_path):
+    out = run("typo_latency.py", "--sizes", "150", "--vectors", "random", "--queries", "4",
+              "--passes", "1", "--json", str(tmp_path / "t.json"), cache=cache)
+    assert "150 clean" in out and "150 typos" in out
+    import json
+
+    size = json.loads((tmp_path / "t.json").read_text())["sizes"]["150"]
+    assert size["clean"]["n"] == 4 and size["typos"]["n"] == 4
+
+
+@pytest.mark.slow
+def test_typo_eval_demo(tmp_path):
+    out = run("typo_eval.py", "--skip-scifact", timeout=900)
+    assert "| typos / clean |" in out
+
+
 def test_memory_smoke(cache):
     out = run("memory.py", "--sizes", "150", "--vectors", "random", "--seconds", "1",
               cache=cache)

@@ -301,3 +301,94 @@ def test_fixture_script_writes_a_database(tmp_path):
     out = tmp_path / "x" / "database.sqlite"
     assert main([str(out), "--schema", "bear1", "--journal", "delete"]) == 0
     assert uuids(bear(out)) == VISIBLE
+
+
+# -- attachments: the text Bear extracted from images (OCR) and PDFs ---------------------
+
+
+def _indexed(tmp_path, fx):
+    from notewell.search.searcher import Searcher
+
+    src = bear(fx.path)
+    index = Index(str(tmp_path / "index.sqlite"), BuildSettings("fake-hash:64", 64, "c"))
+    syncer = Syncer(index, FakeEmbedder(), ChunkSettings())
+    return src, index, syncer, Searcher(index, FakeEmbedder())
+
+
+def test_attachment_text_is_read_with_its_note(tmp_path):
+    fx = build(str(tmp_path / "db.sqlite"))
+    src = bear(fx.path)
+    list(src.scan())
+    note = src.load(f"bear:{SOURDOUGH}")
+    # The PDF with text is in; the image Bear has not read (no ZSEARCHTEXT) is not.
+    assert [a.name for a in note.attachments] == ["feeding-schedule.pdf"]
+    assert "discard half" in note.attachments[0].pages[0]
+    assert note.attachments[0].url is None  # Enter opens the note in Bear
+    # A file removed from its note (ZUNUSED) is left out.
+    assert src.load(f"bear:{SHORTCUTS}").attachments == ()
+    assert {s.note_id: s.fingerprint for s in src.scan()}[note.note_id] == note.fingerprint
+    fx.close()
+
+
+def test_a_word_only_in_a_scanned_image_finds_its_note(tmp_path):
+    fx = build(str(tmp_path / "db.sqlite"))
+    src, index, syncer, searcher = _indexed(tmp_path, fx)
+    report = syncer.sync(src)
+    assert report.added == 4 and not report.warnings
+    hits = searcher.search("telemetry dashboard latency", mode="bm25").hits
+    assert hits and hits[0].note_id == f"bear:{MEETING}"
+    assert hits[0].attachment == "whiteboard.jpg"
+    assert hits[0].heading_path == "\U0001f4ce whiteboard.jpg"
+    assert hits[0].url == f"bear://x-callback-url/open-note?id={MEETING}"
+    # The note's own passages say nothing of an attachment.
+    own = searcher.search("Apollo beta customers", mode="bm25").hits[0]
+    assert own.note_id == f"bear:{MEETING}" and own.attachment is None
+    # Files of a trashed note and files removed from their note are not indexed.
+    assert searcher.search("quasar invoice", mode="bm25").hits == []
+    assert searcher.search("zygomorphic", mode="bm25").hits == []
+    index.close()
+    fx.close()
+
+
+def test_attachment_passages_counted(tmp_path):
+    fx = build(str(tmp_path / "db.sqlite"))
+    src, index, syncer, _ = _indexed(tmp_path, fx)
+    syncer.sync(src)
+    rows = index.db.execute("SELECT count(*) FROM chunks WHERE heading_path LIKE ?",
+                            ("\U0001f4ce %",)).fetchone()[0]
+    assert rows == 2  # the sourdough PDF and the whiteboard photo
+    index.close()
+    fx.close()
+
+
+def test_ocr_finishing_later_is_seen_by_sync(tmp_path):
+    """Bear fills ZSEARCHTEXT after the note was saved, without touching the note."""
+    fx = build(str(tmp_path / "db.sqlite"))
+    src, index, syncer, searcher = _indexed(tmp_path, fx)
+    syncer.sync(src)
+    assert searcher.search("crumb loaf", mode="bm25").hits == []
+    before = src.change_token()
+    fx.set_search_text("jar.jpg", "crumb photo of the second loaf")
+    assert src.change_token() != before
+    report = syncer.sync(src)
+    assert report.updated == 1 and report.unchanged == 3
+    hits = searcher.search("crumb loaf", mode="bm25").hits
+    assert hits[0].note_id == f"bear:{SOURDOUGH}" and hits[0].attachment == "jar.jpg"
+    # Removed again (the file taken out of the note): its passages go too.
+    fx.conn.execute("UPDATE ZSFNOTEFILE SET ZUNUSED = 1, Z_OPT = Z_OPT + 1 "
+                    "WHERE ZFILENAME = 'jar.jpg'")
+    assert syncer.sync(src).updated == 1
+    assert searcher.search("crumb loaf", mode="bm25").hits == []
+    index.close()
+    fx.close()
+
+
+@pytest.mark.parametrize("schema", ["bear1", "bear1-early"])
+def test_older_layouts_with_and_without_search_text(tmp_path, schema):
+    fx = build(str(tmp_path / "db.sqlite"), schema)
+    src = bear(fx.path)
+    list(src.scan())
+    note = src.load(f"bear:{MEETING}")
+    # bear1-early's ZSFNOTEFILE has no ZSEARCHTEXT: notes still index, without attachments.
+    assert bool(note.attachments) == (schema == "bear1")
+    fx.close()

@@ -79,8 +79,24 @@ def parse(data: dict, path: str | None = None) -> Config:
         if not all(isinstance(g, str) for g in exclude):
             raise ConfigError(f"{where}: 'exclude' must be a list of glob strings")
         options = {k: v for k, v in raw.items() if k not in ("name", "type", "path", "exclude")}
+        _check_pdf_options(where, kind, options)
         sources.append(SourceConfig(name, kind, src_path, tuple(exclude), options))
     return Config(tuple(sources), bool(data.get("debug_log", False)), path)
+
+
+PDF_MODES = ("linked", "all", "none")
+
+
+def _check_pdf_options(where: str, kind: str, options: dict) -> None:
+    """``pdfs`` and ``pdf_max_mb`` (folders and vaults): a wrong value is an error here,
+    not a source that fails later."""
+    if "pdfs" in options and (kind == "bear" or options["pdfs"] not in PDF_MODES):
+        raise ConfigError(f"{where}: 'pdfs' must be one of {', '.join(PDF_MODES)} "
+                          "(markdown and obsidian sources only)")
+    if "pdf_max_mb" in options:
+        value = options["pdf_max_mb"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ConfigError(f"{where}: 'pdf_max_mb' must be a number of megabytes above 0")
 
 
 def dump(config: Config) -> str:

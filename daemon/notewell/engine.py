@@ -24,8 +24,8 @@ from notewell.ingest.sync import Syncer, SyncReport
 from notewell.model.embedding import Embedder
 from notewell.model.runtime import default_embedder
 from notewell.notes import Hit
-from notewell.search import dates
-from notewell.search.query import Query, parse
+from notewell.search import dates, filters
+from notewell.search.query import Query, parse, typing_tag
 from notewell.search.ranking import Ranking
 from notewell.search.searcher import Searcher, SearchResult
 from notewell.sources import Source, SourceWarning, open_source
@@ -70,6 +70,7 @@ class Engine:
         self.searcher = Searcher(self.index, self.embedder, ranking)
         self.sources: list[Source] = [open_source(s) for s in config.sources]
         self._sync_lock = threading.Lock()
+        self._tag_counts: tuple[object, list[dict]] | None = None  # (index stamp, tags)
 
     def close(self) -> None:
         self.index.close()
@@ -89,7 +90,32 @@ class Engine:
         dates as ``search.dates`` reads them (or Unix seconds): notes modified at or
         after the first's start and before the second's. Raises ``dates.DateError``."""
         q = self.filtered(parse(query), tags, source, modified_after, modified_before)
+        try:
+            q = filters.with_dates(q, self.clock)
+        except dates.DateError as e:
+            # Typed in the box: a notice with the accepted forms, and no results rather
+            # than results the filter would not have allowed.
+            return SearchResult(q, [], [str(e)])
         return self.searcher.run(q, limit=limit, mode=mode)
+
+    def new_notes(self, query: str) -> list[dict]:
+        """How to create a note from ``query`` in each source's own app (its ``in:`` source
+        only, when it names one): ``{source, kind, title, tags, url}``, the title being the
+        query without its filters and the tags its ``#tags``. notewell writes nothing: the
+        app does, through its URL scheme; a source without one is left out."""
+        q = parse(query)
+        title = q.text.strip()
+        if not title:
+            return []
+        out = []
+        for src in self.sources:
+            if q.sources and src.name not in q.sources:
+                continue
+            url = src.new_note_url(title, q.tags)
+            if url:
+                out.append({"source": src.name, "kind": src.kind, "title": title,
+                            "tags": list(q.tags), "url": url})
+        return out
 
     def filtered(self, q: Query, tags: Sequence[str] = (), source: str | None = None,
                  modified_after: DateBound = None, modified_before: DateBound = None
@@ -101,10 +127,13 @@ class Engine:
             raise ArgumentError("modified_before", "is not later than modified_after, so "
                                 "no note can match; swap them?")
         more_tags = tuple(t.strip().lstrip("#").lower().rstrip("/") for t in tags)
+        # Bounds typed in the query (``after:``) are read later (``filters.with_dates``)
+        # and tighten these.
         return dataclasses.replace(
             q, tags=q.tags + tuple(t for t in more_tags if t),
             sources=q.sources + ((source,) if source else ()),
-            modified_after=after, modified_before=before)
+            modified_after=after if after is not None else q.modified_after,
+            modified_before=before if before is not None else q.modified_before)
 
     def similar(self, note_id: str, limit: int = 20) -> list[Hit]:
         return self.searcher.similar(note_id, limit)
@@ -180,6 +209,27 @@ class Engine:
         want = (prefix or "").strip().lstrip("#").lower()
         return [{"tag": tag, "notes": len(ids)} for tag, ids in sorted(notes.items())
                 if tag and tag.startswith(want)]
+
+    def tag_completions(self, query: str, limit: int = 30) -> list[dict] | None:
+        """For a query that is one tag being typed (``#``, ``#wor``): the tags that start
+        with it, most used first, each ``{tag, notes, nested}`` (``nested``: it has tags
+        under it); None for any other query, or when no tag starts so (the search then
+        says so)."""
+        prefix = typing_tag(query)
+        if prefix is None:
+            return None
+        # Every keystroke of "#wor" asks: the counts are kept until the index changes.
+        stamp = self.index.reads.content_stamp()
+        kept = self._tag_counts
+        if kept is None or kept[0] != stamp:
+            every = self.tags()
+            parents = {t["tag"].rsplit("/", 1)[0] for t in every if "/" in t["tag"]}
+            for t in every:
+                t["nested"] = t["tag"] in parents
+            every.sort(key=lambda t: (-t["notes"], t["tag"]))
+            kept = self._tag_counts = (stamp, every)
+        found = [dict(t) for t in kept[1] if t["tag"].startswith(prefix)]
+        return found[:limit] or None
 
     def status(self) -> dict:
         counts = self.index.counts()

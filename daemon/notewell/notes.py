@@ -19,6 +19,26 @@ class NoteStub:
     fingerprint: str  # e.g. mtime+size for a file; modification date + Z_OPT for Bear
 
 
+# The first heading of an attachment's passages starts with this mark: the launcher says
+# "from an attachment" and the tokenizer reads it as a separator, not as a word.
+ATTACHMENT_MARK = "\U0001f4ce "  # paperclip
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """Text of a file that belongs to a note (a PDF it links, an image Bear read): indexed
+    as passages of the note, under the file's name in the heading path."""
+
+    name: str  # the file name shown in the heading path
+    pages: tuple[str, ...]  # the text, one entry per page ("page N" in the heading path
+    # when there is more than one)
+    url: str | None = None  # what Enter opens for its passages; None: the note's own link
+
+    @property
+    def heading(self) -> str:
+        return ATTACHMENT_MARK + self.name
+
+
 @dataclass(frozen=True)
 class Note:
     """One note as its source gives it, before chunking."""
@@ -36,6 +56,10 @@ class Note:
     modified: float | None = None
     archived: bool = False
     fingerprint: str = ""
+    attachments: tuple[Attachment, ...] = ()
+    # Problems with the note's attachments (an encrypted PDF it links): reported by the
+    # sync, while the note itself is indexed.
+    warnings: tuple[str, ...] = ()
 
     @property
     def content_hash(self) -> str:
@@ -45,6 +69,10 @@ class Note:
             h.update(part.encode("utf-8", "surrogatepass"))
             h.update(b"\x00")
         h.update(b"archived" if self.archived else b"")
+        # Only notes with attachments hash them: every other note keeps its old hash.
+        for a in self.attachments:
+            for part in (a.name, a.url or "", *a.pages):
+                h.update(b"\x01" + part.encode("utf-8", "surrogatepass"))
         return h.hexdigest()
 
 
@@ -84,6 +112,7 @@ class Hit:
     score: float
     modified: float | None = None
     archived: bool = False
+    attachment: str | None = None  # the file the passage came from, when not the note
 
     def to_dict(self) -> dict:
         return {
@@ -100,4 +129,5 @@ class Hit:
             "score": round(self.score, 6),
             "modified": self.modified,
             "archived": self.archived,
+            "attachment": self.attachment,
         }

@@ -226,12 +226,16 @@ class Index:
                 added.append((row[0], rowid, emb[0], *row[1:]))
         self.copies.follow(before, removed, added)
 
-    def touch_note(self, note_id: str, fingerprint: str, url: str | None = None) -> None:
-        """Record a new fingerprint for a note whose content did not change."""
+    def touch_note(self, note_id: str, fingerprint: str, url: str | None = None,
+                   created: float | None = None, modified: float | None = None) -> None:
+        """Record a new fingerprint (and link, dates when given) for a note whose content
+        did not change."""
         with self.db:
             self.db.execute(
-                "UPDATE notes SET fingerprint = ?, url = coalesce(?, url) WHERE note_id = ?",
-                (fingerprint, url, note_id),
+                "UPDATE notes SET fingerprint = ?, url = coalesce(?, url), "
+                "created = coalesce(?, created), modified = coalesce(?, modified) "
+                "WHERE note_id = ?",
+                (fingerprint, url, created, modified, note_id),
             )
 
     def delete_note(self, note_id: str) -> None:

@@ -313,6 +313,14 @@ class Reads:
         """Note rows modified in ``[after, before)`` (Unix seconds; None: unbounded)."""
         return sql.modified_between(self._db(), after, before)
 
+    def created_between(self, after: float | None, before: float | None) -> set[int]:
+        """Note rows created in ``[after, before)`` (notes without a creation date: none)."""
+        return sql.created_between(self._db(), after, before)
+
+    def undated_created(self) -> int:
+        """How many notes have no creation date (their source does not know it)."""
+        return sql.undated_created(self._db())
+
     def tag_notes(self) -> list[tuple[str, int]]:
         """(tag, note row) for every tag of every note."""
         return sql.tag_notes(self._db())

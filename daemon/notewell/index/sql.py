@@ -295,6 +295,20 @@ def modified_between(db: apsw.Connection, after: float | None, before: float | N
         "AND (?2 IS NULL OR modified < ?2)", (after, before))}
 
 
+def created_between(db: apsw.Connection, after: float | None, before: float | None
+                    ) -> set[int]:
+    """Note rows created at or after ``after`` and before ``before``; notes whose source
+    gave no creation date match no bound."""
+    return {r[0] for r in db.execute(
+        "SELECT id FROM notes WHERE created IS NOT NULL AND (?1 IS NULL OR created >= ?1) "
+        "AND (?2 IS NULL OR created < ?2)", (after, before))}
+
+
+def undated_created(db: apsw.Connection) -> int:
+    """How many notes have no creation date."""
+    return db.execute("SELECT count(*) FROM notes WHERE created IS NULL").fetchone()[0]
+
+
 def tag_notes(db: apsw.Connection) -> list[tuple[str, int]]:
     """(tag, note row) for every tag of every note, tags as indexed (lower case)."""
     return db.execute("SELECT tag, note FROM note_tags").fetchall()

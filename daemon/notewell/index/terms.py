@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import threading
 from collections.abc import Iterable
 
 import apsw
@@ -49,6 +50,9 @@ class Vocabulary:
         # was built), kept apart so ``terms`` can stay shared with the copy.
         self.extra = extra or {}
         self._extra_terms = sorted(self.extra)
+        # Typo corrections found against these terms (``search.terms.correct``): a new
+        # vocabulary, after any change, starts without them.
+        self.corrections: dict[tuple, object] = {}
 
     @classmethod
     def from_pairs(cls, pairs: Iterable[tuple[str, int]], chunks: int,
@@ -88,6 +92,17 @@ class Vocabulary:
         more = [t for t in self._extra_range(prefix) if t not in self.index]
         return found + more if more else found
 
+    def near(self, term: str, k: int) -> list[tuple[str, int]]:
+        """(term, edit distance) of the indexed terms within ``k`` edits of ``term``."""
+        found = near_terms(self.terms).within(term, k) if self.terms else []
+        known = {t for t, _ in found}
+        for extra in self._extra_terms:  # terms only in chunks added since the build
+            if extra not in known and extra not in self.index and extra != term:
+                d = edit_distance(term, extra, k)
+                if d <= k:
+                    found.append((extra, d))
+        return found
+
     def idf(self, df: int) -> float:
         """BM25's IDF in the form that never goes negative for very common words."""
         n = max(self.chunks, df)
@@ -122,3 +137,102 @@ class Tokens:
         flags = apsw.FTS5_TOKENIZE_QUERY | apsw.FTS5_TOKENIZE_PREFIX
         return self._tokenize(fragment.encode("utf-8", "replace"), flags, None,
                               include_offsets=False, include_colocated=False)
+
+
+# -- near terms: typo tolerance -------------------------------------------------------------
+
+_LETTERS = 27  # a-z, and one bucket for every other character
+
+
+def edit_distance(a: str, b: str, limit: int) -> int:
+    """Optimal string alignment distance (insert, delete, substitute, swap two neighbours)
+    between ``a`` and ``b``, or ``limit + 1`` as soon as it must exceed ``limit``."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        row = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            cost = ca != cb
+            best = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                best = min(best, prev2[j - 2] + 1)
+            row[j] = best
+        if min(row) > limit:
+            return limit + 1
+        prev2, prev = prev, row
+    return prev[-1]
+
+
+class NearTerms:
+    """The index terms within a small edit distance of a word, found without comparing it
+    to every term: terms are kept by length, and a term can only be within ``k`` edits if
+    the sets of letters differ in at most ``2k`` letters (one popcount over all terms of a
+    near length) and the letter counts in at most ``2k`` (on the few left); only those
+    few are compared letter by letter."""
+
+    def __init__(self, terms: list[str]) -> None:
+        lengths = np.fromiter(map(len, terms), dtype=np.int64, count=len(terms))
+        order = np.argsort(lengths, kind="stable")
+        self.terms = terms
+        self.order = order
+        self.lengths = lengths[order]
+        codes = np.frombuffer("".join(terms).encode("utf-32-le"), dtype=np.uint32)
+        letters = np.minimum(codes - np.uint32(97), np.uint32(_LETTERS - 1)).astype(np.int64)
+        owner = np.repeat(np.arange(len(terms), dtype=np.int64), lengths)
+        counts = np.bincount(owner * _LETTERS + letters, minlength=len(terms) * _LETTERS)
+        counts = np.minimum(counts.reshape(len(terms), _LETTERS), 255).astype(np.uint8)
+        self.counts = counts[order]
+        bits = (self.counts > 0).astype(np.uint32) << np.arange(_LETTERS, dtype=np.uint32)
+        self.masks = np.bitwise_or.reduce(bits, axis=1)
+
+    @staticmethod
+    def _signature(word: str) -> tuple[np.ndarray, int]:
+        counts = np.zeros(_LETTERS, dtype=np.int16)
+        for ch in word:
+            counts[min(ord(ch) - 97, _LETTERS - 1) if ord(ch) >= 97 else _LETTERS - 1] += 1
+        mask = 0
+        for i in np.flatnonzero(counts).tolist():
+            mask |= 1 << i
+        return counts, mask
+
+    def within(self, word: str, k: int) -> list[tuple[str, int]]:
+        """(term, distance) of every term within ``k`` edits of ``word`` (itself excluded)."""
+        lo = int(np.searchsorted(self.lengths, len(word) - k, "left"))
+        hi = int(np.searchsorted(self.lengths, len(word) + k, "right"))
+        if lo >= hi:
+            return []
+        counts, mask = self._signature(word)
+        close = np.bitwise_count(self.masks[lo:hi] ^ np.uint32(mask)) <= 2 * k
+        rows = np.flatnonzero(close) + lo
+        if len(rows):
+            diff = np.abs(self.counts[rows].astype(np.int16) - counts).sum(axis=1)
+            rows = rows[diff <= 2 * k]
+        out = []
+        for row in rows.tolist():
+            term = self.terms[int(self.order[row])]
+            if term != word:
+                d = edit_distance(word, term, k)
+                if d <= k:
+                    out.append((term, d))
+        return out
+
+
+_NEAR_LOCK = threading.Lock()
+_NEAR: dict[int, tuple[list[str], NearTerms]] = {}  # by the term list's identity
+
+
+def near_terms(terms: list[str]) -> NearTerms:
+    """The ``NearTerms`` of a sorted term list, built once per list (a keyword copy and the
+    copies a sync derives from it share one list)."""
+    with _NEAR_LOCK:
+        found = _NEAR.get(id(terms))
+        if found is not None and found[0] is terms:
+            return found[1]
+    near = NearTerms(terms)
+    with _NEAR_LOCK:
+        if len(_NEAR) >= 2:
+            _NEAR.pop(next(iter(_NEAR)))
+        _NEAR[id(terms)] = (terms, near)
+    return near

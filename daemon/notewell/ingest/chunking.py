@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from notewell.notes import Chunk
+from notewell.notes import Attachment, Chunk, Note
 from notewell.sources.markdown import iter_fenced
 
 _PIECE = re.compile(r"\w+|[^\w\s]")
@@ -134,6 +134,36 @@ def chunk_note(title: str, text: str, settings: ChunkSettings | None = None) -> 
             pieces.append((path, part))
     return [Chunk(i, path, body, path[-1] if path else None) for i, (path, body) in
             enumerate(pieces)]
+
+
+def note_chunks(note: Note, settings: ChunkSettings | None = None
+                ) -> list[tuple[Chunk, str | None]]:
+    """The note's passages, then its attachments' (each with the link Enter opens: None
+    for the note's own). An attachment's passages sit under its name in the heading path,
+    a page of several under "page N", so they never merge with the note's text."""
+    settings = settings or ChunkSettings()
+    out: list[tuple[Chunk, str | None]] = []
+    if note.text.strip() or not note.attachments:  # a loose PDF is its pages only
+        out = [(c, None) for c in chunk_note(note.title, note.text, settings)]
+    for attachment in note.attachments:
+        for path, body in attachment_passages(attachment, settings):
+            out.append((Chunk(len(out), path, body, None), attachment.url))
+    return out
+
+
+def attachment_passages(attachment: Attachment, settings: ChunkSettings
+                        ) -> list[tuple[tuple[str, ...], str]]:
+    """(heading path, passage) of one attachment, chunked page by page."""
+    pages = [p.strip() for p in attachment.pages]
+    several = sum(1 for p in pages if p) > 1
+    out = []
+    for number, text in enumerate(pages, 1):
+        if not text:
+            continue
+        path = ((attachment.heading, f"page {number}") if several
+                else (attachment.heading,))
+        out.extend((path, part) for part in _split_long(text, settings))
+    return out
 
 
 def _merge_small(sections: list[_Section], s: ChunkSettings) -> list[tuple[tuple[str, ...], str]]:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from notewell.index.database import Index
-from notewell.ingest.chunking import ChunkSettings, chunk_note
+from notewell.ingest.chunking import ChunkSettings, note_chunks
 from notewell.ingest.progress import Progress
 from notewell.model.embedding import Embedder
 from notewell.notes import Chunk, Note
@@ -128,9 +128,14 @@ class Syncer:
                 if bar:
                     bar.advance()
                 continue
+            for problem in note.warnings:  # logged once per file where it was found
+                report.warnings.append(problem)
             old = stored.get(note.note_id)
             if old and old.content_hash == note.content_hash:
-                self.index.touch_note(note.note_id, note.fingerprint, note.url)
+                # Dates are not content: a note read again may bring one it lacked
+                # (frontmatter ``created``, read since issue 19).
+                self.index.touch_note(note.note_id, note.fingerprint, note.url,
+                                      note.created, note.modified)
                 report.unchanged += 1
                 if bar:
                     bar.advance()
@@ -165,11 +170,11 @@ class Syncer:
         texts: dict[str, str] = {}
         for note in notes:
             rows = []
-            for chunk in chunk_note(note.title, note.text, self.chunker):
+            for chunk, url in note_chunks(note, self.chunker):
                 text = chunk.embed_text(note.title)
                 h = Chunk.text_hash(text)
                 texts[h] = text
-                rows.append((chunk, source.passage_url(note, chunk.anchor), h))
+                rows.append((chunk, url or source.passage_url(note, chunk.anchor), h))
             planned.append((note, rows))
         # Similar lengths together, as the model batches them: steps cost no speed.
         missing = sorted(self.index.missing_embeddings(texts), key=lambda h: (len(texts[h]), h))

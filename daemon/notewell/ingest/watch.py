@@ -33,7 +33,7 @@ from notewell.sources import Source, SourceError
 
 log = logging.getLogger(__name__)
 
-NOTE_SUFFIXES = (".md", ".markdown")
+NOTE_SUFFIXES = (".md", ".markdown", ".pdf")  # PDFs: linked from notes, or notes of their own
 IGNORED_PARTS = (f"{os.sep}.git{os.sep}", f"{os.sep}.hg{os.sep}", f"{os.sep}node_modules{os.sep}")
 
 

@@ -8,7 +8,10 @@ warming up) are rendered in ``wire.messages``, which imports nothing.
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING
+
+from notewell.notes import ATTACHMENT_MARK
 
 if TYPE_CHECKING:
     from notewell.notes import Hit
@@ -17,8 +20,14 @@ ICONS = {"bear": "icons/bear.png", "obsidian": "icons/obsidian.png",
          "markdown": "icons/markdown.png"}
 
 
-def hit_item(hit: Hit, query: str = "") -> dict:
+def hit_item(hit: Hit, query: str = "", dated: bool = False) -> dict:
     location = hit.heading_path or os.path.basename(hit.path or "") or hit.source
+    if hit.attachment:
+        # "📎 scan.png" alone would not say where the words were found.
+        location = "From attachment " + location.removeprefix(ATTACHMENT_MARK)
+    if dated and hit.modified is not None:
+        # A date filter is on: when each note was last changed is what the user weighs.
+        location = time.strftime("%Y-%m-%d", time.localtime(hit.modified)) + " · " + location
     subtitle = f"{location} · {hit.snippet}" if hit.snippet else location
     if hit.archived:
         subtitle = "[archived] " + subtitle
@@ -86,14 +95,64 @@ def feedback(items: list[dict], *, rerun: float | None = None,
     return json.dumps(doc, ensure_ascii=False)
 
 
+APP_NAMES = {"bear": "Bear", "obsidian": "Obsidian", "markdown": "your editor"}
+
+
+def new_note_item(new: dict, query: str, found: bool) -> dict:
+    """"New note: TITLE", created by the source's own app through its URL scheme
+    (``Engine.new_notes``); Enter goes through the stale-Enter guard like a hit."""
+    app = APP_NAMES.get(new["kind"], new["kind"])
+    tags = " ".join("#" + t for t in new.get("tags", []))
+    where = f"in {app}" + (f" ({new['source']})" if new["kind"] != "bear" else "")
+    subtitle = (f"Create it {where}" + (f" tagged {tags}" if tags else "")
+                + ("" if found else " · no notes match"))
+    return {"uid": f"new-note:{new['source']}", "title": f"New note: {new['title']}",
+            "subtitle": subtitle, "arg": new["url"],
+            "icon": {"path": ICONS.get(new["kind"], ICONS["markdown"])},
+            "variables": {"action": "create", "note_id": "", "query": query}}
+
+
+FILTER_HELP = "Filters: #tag and in:source · remove them to search everything"
+DATE_FILTERS = ("after:", "before:", "since:", "created:")
+
+
+def tag_item(tag: dict) -> dict:
+    """One tag while a tag is typed: Tab completes it (``#work/`` when tags are nested
+    under it, else ``#work `` ), Enter searches it."""
+    name, count = tag["tag"], int(tag["notes"])
+    nested = tag.get("nested")
+    return {"uid": f"tag:{name}", "title": f"#{name}",
+            "subtitle": f"{count} note{'s' if count != 1 else ''} · Enter searches "
+                        f"#{name}" + (" · Tab goes into its nested tags" if nested else ""),
+            "arg": f"#{name} ", "autocomplete": f"#{name}/" if nested else f"#{name} ",
+            "icon": {"path": "icon.png"}, "variables": {"action": "search"}}
+
+
+def tags_feedback(tags: list[dict], query: str) -> str:
+    return feedback([tag_item(t) for t in tags], variables={"query": query})
+
+
+def notice_item(notice: str) -> dict:
+    """A notice above the results; one about a date filter shows the accepted forms."""
+    head, sep, forms = notice.partition("; use ")
+    if sep and notice.lower().startswith(DATE_FILTERS):
+        return message_item(head, "Use " + forms)
+    if notice.lower().startswith(DATE_FILTERS):
+        return message_item(notice, "Dates: after:2025-03-01 · before:2025-06 · since:7d "
+                            "(2w, 3m, 1y) · created:2025")
+    return message_item(notice, FILTER_HELP)
+
+
 def results_feedback(hits: list[Hit], notices: list[str], query: str,
-                     lag: dict | None = None, *, rebuilding: dict | None = None) -> str:
-    items = [message_item(n, "Filters: #tag and in:source · remove them to search everything")
-             for n in notices]
-    items += [hit_item(h, query) for h in hits]
-    if not items and not rebuilding:
+                     lag: dict | None = None, *, rebuilding: dict | None = None,
+                     new_notes: list[dict] | None = None, dated: bool = False) -> str:
+    items = [notice_item(n) for n in notices]
+    items += [hit_item(h, query, dated) for h in hits]
+    if not items and not rebuilding and not new_notes:
         items = [message_item(f"No notes match “{query}”",
                               "Try other words, or fewer of them")]
+    # Always last: when nothing fits, creating the note is one Enter away.
+    items += [new_note_item(n, query, bool(hits)) for n in new_notes or []]
     if lag:
         items.insert(0, behind_item(lag))
     if rebuilding:

@@ -27,7 +27,10 @@ from notewell.wire import paths
 ALFRED_APP = "com.runningwithcrayons.Alfred"
 BUNDLE_ID = "com.notewell.alfred"
 SEARCH_TRIGGER = "search"
-FILE_ACTIONS = ("open", "reveal", "copy", "quicklook", "preview")
+# Actions the stale-Enter guard checks first. "create" (a new note from the query) has no
+# note: when its query is not the newest one, Alfred is shown again rather than creating
+# a note named after an older query.
+FILE_ACTIONS = ("open", "reveal", "copy", "quicklook", "preview", "create")
 
 Runner = Callable[..., object]
 
@@ -86,6 +89,15 @@ def perform(action: str, arg: str, env: Mapping[str, str], run: Runner,
     if action == "open":
         run(["open", arg], check=False)
         return f"opened {arg}"
+    if action == "search":
+        # A tag chosen from the list while typing "#wor": Alfred again, on "#work ".
+        show_alfred(arg, env, run)
+        return f"searching {arg!r}"
+    if action == "create":
+        # The app's own URL scheme creates the note (Bear's create, Obsidian's new, the
+        # editor's template): notewell never writes one.
+        run(["open", arg], check=False)
+        return f"asked the app to create {arg}"
     if action == "reveal":
         run(["open", "-R", arg], check=False)
         return f"revealed {arg}"

@@ -109,6 +109,11 @@ class OnnxEmbedder:
         # providers. A machine that falls back to the shipped file must not re-embed.
         return f"{self.id}:onnx-int8:{MODEL_SHA256[:16]}:tok{MAX_TOKENS}:mean:l2"
 
+    def knows(self, word: str) -> bool:
+        """Whether ``word`` is a whole word of the model's vocabulary: a real word the
+        model reads as itself (typo correction leaves such words alone)."""
+        return self._tokenizer.token_to_id(word.lower()) is not None
+
     def token_counts(self, texts: list[str]) -> list[int]:
         return [len(e.ids) for e in self._tokenizer.encode_batch(texts)]
 

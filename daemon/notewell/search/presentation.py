@@ -17,7 +17,7 @@ import numpy as np
 
 from notewell.index.lru import SharedLRU
 from notewell.index.reads import Passage, Reads
-from notewell.notes import Hit
+from notewell.notes import ATTACHMENT_MARK, Hit
 from notewell.search.ranking import Ranking
 
 _SIGNATURES_CACHED = 2_000  # notes' mean vectors, shared by the worker threads: 3 MB
@@ -43,7 +43,15 @@ def best_chunks(scores: dict[int, float], owners: list[tuple[int, int, int]]
 def to_hit(p: Passage, snippet: str, passage: str, score: float) -> Hit:
     return Hit(note_id=p.note_id, title=p.title, source=p.source, kind=p.kind, url=p.url,
                path=p.path, tags=json.loads(p.tags), heading_path=p.heading, snippet=snippet,
-               passage=passage, score=score, modified=p.modified, archived=bool(p.archived))
+               passage=passage, score=score, modified=p.modified, archived=bool(p.archived),
+               attachment=attachment_of(p.heading))
+
+
+def attachment_of(heading: str) -> str | None:
+    """The file a passage came from (its heading path starts with the attachment mark)."""
+    if not heading.startswith(ATTACHMENT_MARK):
+        return None
+    return heading[len(ATTACHMENT_MARK):].split(" > ", 1)[0]
 
 
 class Signatures:

@@ -1,4 +1,5 @@
-"""Reading what the user typed: filters (``#tag``, ``in:source``) and the words to search.
+"""Reading what the user typed: filters (``#tag``, ``in:source``, dates: ``after:``,
+``before:``, ``since:``, ``created:``) and the words to search.
 
 A launcher has only a text box, so filters live in the query. This module is pure string
 work, shared by the daemon, the CLI and the evaluation."""
@@ -11,7 +12,12 @@ from dataclasses import dataclass, field
 from notewell.wire.protocol import MAX_QUERY_CHARS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_FILTER = re.compile(r"(?:(?<=\s)|^)(#[\w][\w/\-]*|in:[\w.\-]+|similar:\S+)(?=\s|$)")
+_FILTER = re.compile(r"(?:(?<=\s)|^)(#[\w][\w/\-]*|in:[\w.\-]+|similar:\S+"
+                     r"|(?i:after|before|since|created):\S+)(?=\s|$)")
+# Typed date filters: ``after:X`` and ``since:X`` keep notes modified from X's start on,
+# ``before:X`` those modified before it, ``created:X`` those created within X's span
+# (``search.filters.with_dates`` reads X with ``search.dates``).
+DATE_FILTERS = ("after", "before", "since", "created")
 
 
 @dataclass(frozen=True)
@@ -28,32 +34,57 @@ class Query:
     # (``search.dates``), never typed.
     modified_after: float | None = None
     modified_before: float | None = None
+    # The date filters as typed, (name, text) in order: read into the bounds above and
+    # the created ones below once a clock is at hand (``filters.with_dates``).
+    dates: tuple[tuple[str, str], ...] = ()
+    created_after: float | None = None
+    created_before: float | None = None
 
     @property
     def empty(self) -> bool:
         return not self.words and self.similar_to is None
 
     @property
+    def dated(self) -> bool:
+        """A date filter is set (typed or given)."""
+        return bool(self.dates) or any(v is not None for v in (
+            self.modified_after, self.modified_before, self.created_after,
+            self.created_before))
+
+    @property
     def filtered(self) -> bool:
-        return bool(self.tags or self.sources or self.modified_after is not None
-                    or self.modified_before is not None)
+        return bool(self.tags or self.sources) or self.dated
 
 
 def parse(raw: str) -> Query:
     raw = clean(raw)
-    tags, sources, similar = [], [], None
+    tags, sources, similar, dates = [], [], None, []
     for m in _FILTER.finditer(raw):
         token = m.group(1)
+        name, _, value = token.partition(":")
         if token.startswith("#"):
             tags.append(token[1:].lower().rstrip("/"))
-        elif token.startswith("in:"):
-            sources.append(token[3:])
+        elif name.lower() == "in":
+            sources.append(value)
+        elif name.lower() in DATE_FILTERS:
+            dates.append((name.lower(), value))
         else:
             similar = token[len("similar:"):]
     text = " ".join(_FILTER.sub(" ", raw).split())
     words = tuple(_WORD.findall(text.lower()))
     partial = bool(words) and not raw.endswith((" ", "\t")) and bool(_WORD.search(raw[-1:]))
-    return Query(raw, text, tuple(tags), tuple(sources), similar, words, partial)
+    return Query(raw, text, tuple(tags), tuple(sources), similar, words, partial,
+                 dates=tuple(dates))
+
+
+_TYPING_TAG = re.compile(r"#([\w/\-]*)")
+
+
+def typing_tag(raw: str) -> str | None:
+    """The part after ``#`` when the whole query is one tag still being typed (``#`` or
+    ``#wor``, no space after it), else None: the launcher then lists the tags."""
+    m = _TYPING_TAG.fullmatch(clean(raw).lstrip())
+    return m.group(1).lower() if m else None
 
 
 def literal(text: str) -> Query:

@@ -43,3 +43,17 @@ class Ranking:
     # the same title (an import's " (1)" ignored), a lower bar is enough.
     duplicate_similarity: float = 0.97
     duplicate_similarity_same_title: float = 0.9
+    # Typos (``search.terms.correct``): a word of at least ``typo_min_letters`` letters
+    # that no passage holds is read as the commonest indexed word one edit away (two when
+    # its stem has ``typo_long_word`` letters; the word being typed: one, as a prefix).
+    # Shorter words were mostly abbreviations on SciFact ("sbds" is not "sds"). A word held by
+    # at most ``typo_rare_df`` passages also gets a close word held by ``typo_common_ratio``
+    # times as many, beside itself.
+    typos: bool = True
+    # A whole word of the model's vocabulary is a real word the notes do not use, not a
+    # typo: left alone ("snow" is not "now").
+    typo_real_words: bool = True
+    typo_min_letters: int = 5
+    typo_long_word: int = 9
+    typo_rare_df: int = 3
+    typo_common_ratio: float = 30.0

@@ -73,7 +73,11 @@ class Searcher:
         return self.run(parse(raw), limit, mode)
 
     def run(self, q: Query, limit: int = 20, mode: str = "hybrid") -> SearchResult:
-        """Search for an already parsed query (``query.parse`` or ``query.literal``)."""
+        """Search for an already parsed query (``query.parse`` or ``query.literal``).
+        Typed dates not read yet are read on the system clock (``Engine.search`` reads
+        them on its own); one that cannot be read raises ``dates.DateError``."""
+        if q.dates:
+            q = filters.with_dates(q)
         allowed, notices = self.allowed(q)
         if allowed is not None and not allowed:
             return SearchResult(q, [], notices)
@@ -149,7 +153,7 @@ class Searcher:
 
     def dense_text(self, q: Query, lexical: list[int] = ()) -> str:
         """What the model reads for ``q``: see ``terms.dense_text``."""
-        return terms.dense_text(q, lexical, self.reads, self.ranking)
+        return terms.dense_text(q, lexical, self.reads, self.ranking, self.query_terms(q))
 
     def bm25(self, q: Query, allowed: set[int] | None = None) -> list[tuple[int, float]]:
         """(chunk id, BM25 score, higher is better) for the OR of the query's words, over
@@ -165,7 +169,8 @@ class Searcher:
         local = self._thread_caches()
         if local.terms_for is not None and local.terms_for[0] == q:
             return local.terms_for[1]
-        found = terms.query_terms(q, self.reads)
+        found = terms.query_terms(q, self.reads, self.ranking,
+                                  getattr(self.embedder, "knows", None))
         local.terms_for = (q, found)
         return found
 
@@ -240,9 +245,17 @@ class Searcher:
         hits: list[Hit] = []
         seen: set[str] = set()
         shown = Shown(self.ranking, limit)
-        # Snippets favour the sentence with the query's rarer words.
-        weights = {t.word: t.idf for t in self.query_terms(q)}
-        picker = SnippetPicker(q.words, q.partial, weights)
+        # Snippets favour the sentence with the query's rarer words (a typo's as meant).
+        found = self.query_terms(q)
+        weights = {t.word: t.idf for t in found}
+        words = q.words
+        fixes = [t for t in found if t.correction]
+        if fixes:
+            weights.update({t.correction: t.idf for t in fixes})
+            typed = next((t.correction for t in fixes if t.prefix), None)
+            words = (tuple(t.correction for t in fixes if not t.prefix)
+                     + ((*q.words[:-1], typed) if typed else q.words))
+        picker = SnippetPicker(words, q.partial, weights)
         chunks, batch = [chunk for _, chunk in ordered], limit + 5
         # Read a batch of passages at a time: most searches stop after the first (only
         # duplicates make them read on).

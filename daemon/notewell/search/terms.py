@@ -1,5 +1,13 @@
 """The query's words as the index sees them: their index terms, how rare each is (IDF),
-and the completion of a word still being typed.
+the completion of a word still being typed, and typos read as the words meant.
+
+Typos: a word no passage holds (or only a handful, while a close word is common) is read
+as the commonest indexed word one edit away (a letter dropped, doubled, swapped with its
+neighbour or replaced), two from ``Ranking.typo_long_word`` letters; the word being typed
+is corrected as a prefix, one edit. One edit is found by stemming every variant of the
+word with FTS5's own tokenizer in one call (so "postgress" finds "postgres", indexed as
+``postgr``), two by ``index.terms.NearTerms`` over the indexed terms. The model reads the
+corrected words too (``dense_text``).
 
 May import ``search.query``, ``search.ranking`` and the read interface
 (``index.reads.Reads``); no SQL.
@@ -8,6 +16,7 @@ May import ``search.query``, ``search.ranking`` and the read interface
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from notewell.index.reads import Reads
@@ -29,10 +38,16 @@ class QueryTerm:
     prefix: bool
     df: int
     idf: float
+    correction: str | None = None  # the word a typo was read as (its phrase and tokens)
 
 
-def query_terms(q: Query, reads: Reads) -> list[QueryTerm]:
-    """The query's distinct words as FTS5 indexed them, with how rare each is."""
+def query_terms(q: Query, reads: Reads, ranking: Ranking | None = None,
+                known: Callable[[str], bool] | None = None) -> list[QueryTerm]:
+    """The query's distinct words as FTS5 indexed them, with how rare each is; a typo is
+    read as the word meant (instead of itself when no passage holds it, beside itself
+    when a handful do). ``known``: whether a word is a real word (the model's vocabulary,
+    ``Embedder.knows``); a real word the notes do not use is not a typo."""
+    r = ranking or Ranking()
     vocab = reads.vocabulary()
     out = []
     for word, phrase in zip(dict.fromkeys(w for w in q.words if w),
@@ -43,20 +58,125 @@ def query_terms(q: Query, reads: Reads) -> list[QueryTerm]:
             continue
         dfs = [vocab.df(t) for t in found[:-1]]
         dfs.append(vocab.prefix_df(found[-1]) if prefix else vocab.df(found[-1]))
-        out.append(QueryTerm(word, phrase, found, prefix, min(dfs), vocab.idf(min(dfs))))
+        term = QueryTerm(word, phrase, found, prefix, min(dfs), vocab.idf(min(dfs)))
+        real = known is not None and r.typo_real_words and known(word)
+        fix = (correct(word, prefix, term.df, reads, vocab, r, known)
+               if len(found) == 1 and not real else None)
+        if term.df or fix is None:
+            out.append(term)
+        if fix is not None:
+            surface, token, df = fix
+            out.append(QueryTerm(word, f'"{surface}"*' if prefix else f'"{surface}"',
+                                 (token,), prefix, df, vocab.idf(df), surface))
     return out
 
 
-def dense_text(q: Query, lexical: list[int], reads: Reads, ranking: Ranking) -> str:
-    """What the model reads for a query. A word still being typed is completed from the
-    keyword hits ``lexical`` (chunk ids, best first: "delete remote bra" -> "delete remote
-    branch"): the model would read "bra" as a word of its own. Without a completion, a
-    fragment shorter than ``min_partial_for_dense`` is left out rather than embedded."""
+_ALPHABET = "abcdefghijklmnopqrstuvwxyz"
+
+
+def edits1(word: str) -> list[str]:
+    """Every word one edit from ``word``: a letter dropped, two neighbours swapped, a letter
+    replaced or added (a-z), in that order, without repeats."""
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    out = [a + b[1:] for a, b in splits if b]
+    out += [a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1 and b[0] != b[1]]
+    out += [a + c + b[1:] for a, b in splits if b for c in _ALPHABET if c != b[0]]
+    out += [a + c + b for a, b in splits for c in _ALPHABET]
+    return list(dict.fromkeys(w for w in out if w != word))
+
+
+def _undoubles(word: str, variant: str) -> bool:
+    """``variant`` is ``word`` with one of two equal neighbouring letters dropped."""
+    return any(word[i] == word[i + 1] and word[:i] + word[i + 1:] == variant
+               for i in range(len(word) - 1))
+
+
+def correct(word: str, prefix: bool, df: int, reads: Reads, vocab, r: Ranking,
+            known: Callable[[str], bool] | None = None) -> tuple[str, str, int] | None:
+    """(the word meant, its index term, chunks holding it) for a typo, or None: for a word
+    no passage holds, or (not while typed) only ``typo_rare_df`` do while the close word
+    is ``typo_common_ratio`` times as common. A variant that is a real word (``known``)
+    wins over one that only stems to an indexed term ("figness": "fitness", not
+    "fixness"); then the commonest. Kept per vocabulary (typing asks again)."""
+    if (not r.typos or len(word) < r.typo_min_letters or not word.isascii()
+            or not word.isalpha() or df > (0 if prefix else r.typo_rare_df)):
+        return None
+    memo = vocab.corrections
+    key = (word, prefix, df, r.typo_long_word, r.typo_common_ratio, known is not None)
+    if key in memo:
+        return memo[key]
+    need = max(1.0, df * r.typo_common_ratio) if df else 1.0
+    variants = edits1(word)
+    stems = reads.query_tokens(" ".join(variants), False)
+    if len(stems) != len(variants):  # a variant the tokenizer split: ask one by one
+        stems = [(reads.query_tokens(v, False) or [""])[0] for v in variants]
+    own = (reads.query_tokens(word, False) or [""])[0]
+    best: tuple | None = None
+    for rank, (variant, stem) in enumerate(zip(variants, stems)):
+        if not stem or stem == own:
+            continue
+        found = vocab.prefix_df(stem) if prefix else vocab.df(stem)
+        if found < need:
+            continue
+        # While typing, a shorter prefix is a vaguer one ("login" -> "logi*"): only a
+        # doubled letter is dropped ("vaccu" -> "vacu"), and a stemmed "s" comes last.
+        if prefix and len(variant) < len(word) and not _undoubles(word, variant):
+            continue
+        shorter = prefix and len(stem) < len(own)
+        unreal = not prefix and known is not None and not known(variant)
+        candidate = (shorter, unreal, -found, rank, variant, stem, found)
+        if best is None or candidate < best:
+            best = candidate
+    fix = best[4:] if best else None
+    if fix is None and not prefix and len(own) >= r.typo_long_word:
+        # Two edits between stems: not both spent on length ("uncultur" is not "cultur").
+        near = [(d, -vocab.df(t), t) for t, d in vocab.near(own, 2)
+                if abs(len(t) - len(own)) <= 1]
+        near = [n for n in near if -n[1] >= need]
+        for _, neg_df, term in sorted(near):
+            if reads.query_tokens(term, False) == [term]:  # FTS5 reads it back as itself
+                fix = (term, term, -neg_df)
+                break
+    if len(memo) > 2048:
+        memo.clear()
+    memo[key] = fix
+    return fix
+
+
+def corrected_text(text: str, found: list[QueryTerm]) -> str:
+    """``text`` with its typos read as the words meant: instead of a word no passage holds,
+    beside one a handful do."""
+    fixes = {t.word: t.correction for t in found if t.correction}
+    if not fixes:
+        return text
+    kept = {t.word for t in found if not t.correction}
+
+    def fix(m: re.Match[str]) -> str:
+        word = m.group(0)
+        meant = fixes.get(word.lower())
+        if meant is None:
+            return word
+        return f"{word} {meant}" if word.lower() in kept else meant
+
+    return re.sub(r"\w+", fix, text)
+
+
+def dense_text(q: Query, lexical: list[int], reads: Reads, ranking: Ranking,
+               found: list[QueryTerm] | None = None) -> str:
+    """What the model reads for a query: its typos corrected (``found``: its terms). A
+    word still being typed is completed from the keyword hits ``lexical`` (chunk ids, best
+    first: "delete remote bra" -> "delete remote branch"): the model would read "bra" as a
+    word of its own. Without a completion, a fragment shorter than
+    ``min_partial_for_dense`` is left out rather than embedded."""
+    text = corrected_text(q.text, found or [])
     if not q.partial or not q.words:
-        return q.text
+        return text
     fragment = q.words[-1]
-    cut = _LAST_WORD.search(q.text)
-    head = q.text[: cut.start()] if cut else q.text
+    for t in found or []:
+        if t.prefix and t.correction and t.word == fragment:
+            fragment = t.correction
+    cut = _LAST_WORD.search(text)
+    head = text[: cut.start()] if cut else text
     top = list(lexical[: ranking.complete_from])
     completion = (complete(fragment, reads.titles_and_texts(top))
                   if len(fragment) >= 2 and top else None)
@@ -64,7 +184,7 @@ def dense_text(q: Query, lexical: list[int], reads: Reads, ranking: Ranking) -> 
         return head + completion
     if len(fragment) < ranking.min_partial_for_dense and head.strip():
         return head.strip()
-    return q.text
+    return text
 
 
 def complete(fragment: str, texts: list[tuple[str, str]]) -> str | None:

@@ -29,7 +29,7 @@ from notewell.config import Config
 from notewell.engine import ArgumentError, Engine, HeadingNotFound, NoteNotFound
 from notewell.launcher import alfred
 from notewell.search.dates import DateError
-from notewell.search.query import MAX_QUERY_CHARS
+from notewell.search.query import MAX_QUERY_CHARS, parse
 from notewell.serve.background import Background, SyncError
 from notewell.serve.response_cache import ResponseCache
 from notewell.serve.transport import error_reply
@@ -205,18 +205,29 @@ class Handlers:
         key = (query, limit, mode, fmt, repr(lag), repr(rebuilding), repr(filters))
         keep = not any(isinstance(filters[k], str)
                        for k in ("modified_after", "modified_before"))
+        keep = keep and not parse(query).dates  # typed dates may be relative too
         version = self._responses.version(engine.index.path) if keep else None
         cached = self._responses.get(key, version) if version else None
         if cached is not None:
             return cached
+        tags = engine.tag_completions(query) if not any(filters.values()) else None
+        if tags is not None:  # "#" or "#wor": the tags, not a search
+            out = ({"alfred": alfred.tags_feedback(tags, query)} if fmt == "alfred"
+                   else {"hits": [], "notices": [], "tags": tags, "new_note": []})
+            if version:
+                self._responses.put(key, version, out)
+            return out
         result = engine.search(query, limit=limit, mode=mode, **filters)
         if self.config.debug_log:  # queries are private: logged only when asked for
             log.info("search %r (%s): %d hits", query, mode, len(result.hits))
+        new_notes = engine.new_notes(query)
         if fmt == "alfred":
-            out = {"alfred": alfred.results_feedback(result.hits, result.notices, query, lag,
-                                                     rebuilding=rebuilding)}
+            out = {"alfred": alfred.results_feedback(
+                result.hits, result.notices, query, lag, rebuilding=rebuilding,
+                new_notes=new_notes, dated=result.query.dated)}
         else:
             out = result.to_dict()
+            out["new_note"] = new_notes
             if rebuilding:
                 out["rebuilding"] = rebuilding
             if lag:

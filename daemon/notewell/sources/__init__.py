@@ -1,11 +1,14 @@
 """Note sources: where notes come from (Markdown folders, Obsidian vaults, Bear).
 
 Owns ``base`` (the ``Source`` protocol and its errors), ``markdown`` (folders of Markdown
-files, and the Markdown reading the others share), ``obsidian`` (vaults) and ``bear``
-(Bear's database, opened read-only). ``open_source(config)`` returns the ``Source`` for one
-``[[sources]]`` table. Every source answers the same three questions: which notes exist
-and how they look cheaply (``scan``), what one note says (``load``), and the link that
-opens a passage (``passage_url``). May import ``config``, ``notes`` and ``wire``.
+files and the PDFs they link, and the Markdown reading the others share), ``obsidian``
+(vaults), ``bear`` (Bear's database, opened read-only, with the text Bear read from
+attachments) and ``pdf`` (PDF text, page by page, each file version read once).
+``open_source(config)`` returns the ``Source`` for one ``[[sources]]`` table. Every source
+answers the same questions: which notes exist and how they look cheaply (``scan``), what
+one note says (``load``), the link that opens a passage (``passage_url``), and the link
+that asks the source's app to create a note (``new_note_url``). May import ``config``,
+``notes`` and ``wire``.
 """
 
 from __future__ import annotations

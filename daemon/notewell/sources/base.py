@@ -39,6 +39,11 @@ class Source(Protocol):
         """The link that opens ``note`` at the heading ``anchor`` where the app can."""
         ...
 
+    def new_note_url(self, title: str, tags: tuple[str, ...] = ()) -> str | None:
+        """The link that asks the source's app to create a note titled ``title`` with
+        ``tags``, or None when there is no such app (notewell never writes notes)."""
+        ...
+
     def change_token(self) -> str | None:
         """A value that changes whenever the source may have changed, or ``None`` when
         only a scan can tell. Lets the daemon skip a scan of an unchanged Bear database."""

@@ -12,10 +12,16 @@ Z_14TAGS)`` in late Bear 1), so it is derived from ``Z_PRIMARYKEY`` and checked 
 ``PRAGMA table_info``. A layout that lacks what notewell needs is a ``SourceError`` naming
 the missing pieces, never an empty index.
 
+Attachments: Bear keeps the text it extracts from a note's images (OCR) and PDFs in
+``ZSFNOTEFILE.ZSEARCHTEXT``, one row per file linked by ``ZNOTE``. Files with text (not
+removed from the note, ``ZUNUSED``; not deleted or encrypted) come with their note as
+``Attachment``s; a database without the table or column indexes notes without them.
+
 Change detection is cheap: ``PRAGMA data_version`` on one long-lived read-only connection
 changes whenever Bear commits, tag-only changes included; a note's fingerprint covers its
 modification date, ``Z_OPT`` and its tag titles, because Bear's add-tags action changes
-the join table without touching the note's modification date.
+the join table without touching the note's modification date; and its files' ``Z_PK``,
+``Z_OPT`` and text length, because OCR finishes after the note was saved.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from notewell.config import SourceConfig
-from notewell.notes import Note, NoteStub
+from notewell.notes import Attachment, Note, NoteStub
 from notewell.sources.base import SourceError
 from notewell.sources.markdown import iter_fenced, render_links
 
@@ -55,6 +61,9 @@ DEFAULT_LOCATIONS = (
 REQUIRED_NOTE_COLUMNS = ("Z_PK", "ZUNIQUEIDENTIFIER", "ZTITLE", "ZTEXT", "ZMODIFICATIONDATE",
                          "ZTRASHED")
 REQUIRED_TAG_COLUMNS = ("Z_PK", "ZTITLE")
+# Bear keeps the text it extracts from a note's images (OCR) and PDFs in ZSFNOTEFILE (one
+# row per file, ZNOTE -> ZSFNOTE.Z_PK); images and videos are sub-entities in the same table.
+FILE_COLUMNS = ("Z_PK", "ZNOTE", "ZSEARCHTEXT")
 KNOWN_LAYOUTS = {(5, 13): "Bear 2", (7, 14): "Bear 1 (1.7+)"}
 
 LOCK_RETRY_SECONDS = 5.0
@@ -90,9 +99,16 @@ class BearSchema:
     join_tag: str  # column holding the tag's Z_PK
     note_columns: frozenset[str]
     label: str
+    # ZSFNOTEFILE's columns when it holds what attachment text needs (ZNOTE, ZSEARCHTEXT);
+    # empty when it does not: notes are then indexed without their attachments.
+    file_columns: frozenset[str] = frozenset()
 
     def has(self, column: str) -> bool:
         return column in self.note_columns
+
+    @property
+    def files(self) -> bool:
+        return bool(self.file_columns)
 
 
 def _table_columns(conn: sqlite3.Connection, table: str) -> list[str]:
@@ -127,7 +143,15 @@ def detect_schema(conn: sqlite3.Connection, where: str) -> BearSchema:
         cols = {c.upper() for c in _table_columns(conn, table)}
         if want_note in cols and want_tag in cols:
             label = KNOWN_LAYOUTS.get((n, t), f"SFNote={n}, SFNoteTag={t}")
-            return BearSchema(table, want_note, want_tag, frozenset(note_cols), label)
+            file_cols = (set(_table_columns(conn, "ZSFNOTEFILE")) if "ZSFNOTEFILE" in tables
+                         else set())
+            if not all(c in file_cols for c in FILE_COLUMNS):
+                if file_cols:
+                    log.info("bear: ZSFNOTEFILE has no %s; attachments are not indexed",
+                             ", ".join(c for c in FILE_COLUMNS if c not in file_cols))
+                file_cols = set()
+            return BearSchema(table, want_note, want_tag, frozenset(note_cols), label,
+                              frozenset(file_cols))
     raise _schema_error(where, [f"note-tag join table with columns {want_note} and {want_tag} "
                                 f"(expected Z_{n}TAGS)"])
 
@@ -187,9 +211,15 @@ def _tag_regex(tags: list[str]) -> re.Pattern[str] | None:
 
 
 def _fingerprint(modified: float | None, opt: int | None, archived: int | None,
-                 tag_titles: list[str]) -> str:
+                 tag_titles: list[str], files: list[tuple] | None = None) -> str:
     h = hashlib.sha1("\x00".join(sorted(tag_titles)).encode("utf-8", "surrogatepass"))
-    return f"{modified!r}:{opt}:{int(bool(archived))}:{h.hexdigest()[:12]}"
+    out = f"{modified!r}:{opt}:{int(bool(archived))}:{h.hexdigest()[:12]}"
+    if files:
+        # Bear fills ZSEARCHTEXT after the note was saved (OCR runs later) without touching
+        # the note's modification date; each file row's Z_OPT moves with every save of it.
+        f = hashlib.sha1(repr(sorted(files)).encode("utf-8", "surrogatepass"))
+        out += f":f{f.hexdigest()[:12]}"
+    return out
 
 
 def _is_lock_error(e: sqlite3.OperationalError) -> bool:
@@ -322,9 +352,52 @@ class BearSource:
     def _col(schema: BearSchema, column: str, default: str = "NULL") -> str:
         return f"n.{column}" if schema.has(column) else default
 
+    @staticmethod
+    def _file_where(schema: BearSchema) -> str:
+        conds = ["f.ZNOTE IS NOT NULL", "f.ZSEARCHTEXT IS NOT NULL",
+                 "trim(f.ZSEARCHTEXT) != ''"]
+        for column in ("ZUNUSED", "ZPERMANENTLYDELETED", "ZENCRYPTED"):
+            if column in schema.file_columns:
+                conds.append(f"coalesce(f.{column}, 0) = 0")
+        return " AND ".join(conds)
+
+    @classmethod
+    def _file_key(cls, schema: BearSchema) -> str:
+        """What identifies a version of a file's text: its row, its Core Data save
+        counter, and its text's length."""
+        opt = "f.Z_OPT" if "Z_OPT" in schema.file_columns else "NULL"
+        return f"f.Z_PK, {opt}, length(f.ZSEARCHTEXT)"
+
+    def _all_files(self, conn: sqlite3.Connection, schema: BearSchema
+                   ) -> dict[int, list[tuple]]:
+        out: dict[int, list[tuple]] = {}
+        if not schema.files:
+            return out
+        for note, *key in conn.execute(
+                f"SELECT f.ZNOTE, {self._file_key(schema)} FROM ZSFNOTEFILE f "
+                f"WHERE {self._file_where(schema)}"):
+            out.setdefault(note, []).append(tuple(key))
+        return out
+
+    def _attachments(self, conn: sqlite3.Connection, schema: BearSchema, pk: int
+                     ) -> tuple[list[tuple], tuple[Attachment, ...]]:
+        """A note's files with text: their keys (for the fingerprint) and the text."""
+        if not schema.files:
+            return [], ()
+        name = "f.ZFILENAME" if "ZFILENAME" in schema.file_columns else "NULL"
+        order = "f.ZINDEX, f.Z_PK" if "ZINDEX" in schema.file_columns else "f.Z_PK"
+        keys, found = [], []
+        for *key, filename, text in conn.execute(
+                f"SELECT {self._file_key(schema)}, {name}, f.ZSEARCHTEXT FROM ZSFNOTEFILE f "
+                f"WHERE f.ZNOTE = ? AND {self._file_where(schema)} ORDER BY {order}", (pk,)):
+            keys.append(tuple(key))
+            found.append(Attachment(filename or "attachment", (text,)))
+        return keys, tuple(found)
+
     def scan(self) -> Iterator[NoteStub]:
         def read(conn: sqlite3.Connection, schema: BearSchema) -> list[NoteStub]:
             tags = self._all_tags(conn, schema)
+            files = self._all_files(conn, schema)
             rows = conn.execute(
                 f"SELECT n.Z_PK, n.ZUNIQUEIDENTIFIER, n.ZMODIFICATIONDATE, "
                 f"{self._col(schema, 'Z_OPT')}, {self._col(schema, 'ZARCHIVED', '0')} "
@@ -333,7 +406,8 @@ class BearSource:
             for pk, uuid, modified, opt, archived in rows:
                 pks[uuid] = pk
                 stubs.append(NoteStub(f"{self.name}:{uuid}",
-                                      _fingerprint(modified, opt, archived, tags.get(pk, []))))
+                                      _fingerprint(modified, opt, archived, tags.get(pk, []),
+                                                   files.get(pk))))
             self._pks = pks
             return stubs
 
@@ -371,14 +445,16 @@ class BearSource:
                 f"SELECT t.ZTITLE FROM {schema.join_table} j JOIN ZSFNOTETAG t "
                 f"ON t.Z_PK = j.{schema.join_tag} WHERE j.{schema.join_note} = ? "
                 f"AND t.ZTITLE IS NOT NULL", (pk,))]
+            keys, attachments = self._attachments(conn, schema, pk)
             return self._note(note_id, uuid_, title, text, modified, created, opt, archived,
-                              titles)
+                              titles, keys, attachments)
 
         return self._read(read)
 
     def _note(self, note_id: str, uuid: str, title: str | None, text: str, modified: float,
               created: float | None, opt: int | None, archived: int | None,
-              tag_titles: list[str]) -> Note:
+              tag_titles: list[str], file_keys: list[tuple] | None = None,
+              attachments: tuple[Attachment, ...] = ()) -> Note:
         title = (title or "").strip()
         if not title:
             first = text.strip().split("\n", 1)[0]
@@ -395,8 +471,18 @@ class BearSource:
             created=core_data_to_unix(created),
             modified=core_data_to_unix(modified),
             archived=bool(archived),
-            fingerprint=_fingerprint(modified, opt, archived, tag_titles),
+            fingerprint=_fingerprint(modified, opt, archived, tag_titles, file_keys),
+            attachments=attachments,
         )
+
+    def new_note_url(self, title: str, tags: tuple[str, ...] = ()) -> str | None:
+        """Bear's own ``create`` action, with the query's ``#tags``: Bear writes the note."""
+        if not title.strip():
+            return None
+        url = "bear://x-callback-url/create?title=" + urllib.parse.quote(title.strip(), safe="")
+        if tags:
+            url += "&tags=" + urllib.parse.quote(",".join(tags), safe="")
+        return url
 
     def passage_url(self, note: Note, anchor: str | None) -> str:
         if not anchor:

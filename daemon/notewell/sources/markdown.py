@@ -1,4 +1,8 @@
-"""Plain Markdown folders: every ``.md``/``.markdown`` file below ``path``.
+"""Plain Markdown folders: every ``.md``/``.markdown`` file below ``path``, and the PDFs
+they link or embed (``![[file.pdf]]``, ``[x](file.pdf)``) as passages of the note; with
+``pdfs = "all"`` every other PDF in the folder is a note of its own (``pdfs = "none"``:
+no PDFs). A note's fingerprint covers the PDFs it links, so a changed PDF re-indexes its
+note and an unchanged one is never read again (``sources.pdf``).
 
 Also holds the Markdown reading shared with Obsidian vaults: YAML frontmatter (``title``,
 ``tags``/``tag``, ``aliases``/``alias``), inline ``#tags`` outside code, and wikilinks
@@ -8,6 +12,8 @@ rendered as their visible text. Excluded folders are pruned while walking, so a
 
 from __future__ import annotations
 
+import datetime
+import hashlib
 import os
 import re
 import stat
@@ -15,11 +21,17 @@ import urllib.parse
 from collections.abc import Iterable, Iterator
 
 from notewell.config import SourceConfig
-from notewell.notes import Note, NoteStub
+from notewell.notes import Attachment, Note, NoteStub
 from notewell.sources.base import SourceError, SourceWarning
+from notewell.sources.pdf import MAX_PDF_BYTES, PdfProblem, PdfTexts
 
 EXTENSIONS = (".md", ".markdown")
 MAX_NOTE_BYTES = 8 * 1024 * 1024
+PDF_MODES = ("linked", "all", "none")
+# ![[file.pdf]], [[file.pdf|label]], [[file.pdf#page=2]] and ![x](file.pdf), [x](<a b.pdf>)
+_WIKI_PDF = re.compile(r"\[\[([^\]|#\n]+?\.pdf)(?:#[^\]|\n]*)?(?:\|[^\]\n]*)?\]\]", re.I)
+_MD_PDF = re.compile(r"\]\(\s*(?:<([^>\n]+?\.pdf)>|([^)\s]+?\.pdf))(?:#[^)\s]*)?"
+                     r"(?:\s+[\"'][^)]*)?\)", re.I)
 
 
 class MarkdownSource:
@@ -30,6 +42,21 @@ class MarkdownSource:
         self.config = config
         self.root = config.path or ""
         self._exclude = [glob_to_regex(g) for g in self.excludes()]
+        mode = str(config.options.get("pdfs", "linked")).strip().lower()
+        if mode not in PDF_MODES:
+            raise SourceError(f"source {self.name!r}: pdfs must be one of "
+                              f"{', '.join(PDF_MODES)}, not {mode!r} (config.toml)")
+        self.pdf_mode = mode
+        try:
+            max_mb = float(config.options.get("pdf_max_mb", MAX_PDF_BYTES / 1e6))
+        except (TypeError, ValueError):
+            raise SourceError(f"source {self.name!r}: pdf_max_mb must be a number of "
+                              "megabytes (config.toml)") from None
+        self.pdfs = PdfTexts(int(max_mb * 1e6))
+        # Which PDFs each note links (note rel -> PDF rels), as last read: the cheap scan
+        # then covers them in the note's fingerprint without reading the note.
+        self._links: dict[str, tuple[str, ...]] = {}
+        self._pdf_names: dict[str, str] = {}  # lower-case file name -> rel, from the scan
 
     @property
     def name(self) -> str:
@@ -45,10 +72,40 @@ class MarkdownSource:
             raise SourceError(
                 f"{self.root} is not a folder: fix 'path' for source {self.name!r} in config.toml"
             )
-        for rel, st in self._walk():
-            yield NoteStub(self._note_id(rel), f"{st.st_mtime_ns}:{st.st_size}")
+        pdfs: dict[str, os.stat_result] | None = {} if self.pdf_mode != "none" else None
+        notes = list(self._walk(pdfs))
+        if pdfs is not None:
+            self._pdf_names = {}
+            for rel in sorted(pdfs, key=lambda r: (r.count("/"), r)):  # nearest the top wins
+                self._pdf_names.setdefault(rel.rsplit("/", 1)[-1].lower(), rel)
+        for rel, st in notes:
+            yield NoteStub(self._note_id(rel), self._fingerprint(rel, st))
+        if self.pdf_mode == "all" and pdfs:
+            # After the notes, so the notes read in this sync say which PDFs they link.
+            linked = {p for links in self._links.values() for p in links}
+            for rel, st in pdfs.items():
+                if rel not in linked:
+                    yield NoteStub(self._note_id(rel), f"{st.st_mtime_ns}:{st.st_size}")
 
-    def _walk(self) -> Iterator[tuple[str, os.stat_result]]:
+    def _fingerprint(self, rel: str, st: os.stat_result) -> str:
+        # "2:": notes indexed before PDFs and frontmatter dates were read are read once
+        # more (nothing is embedded again unless a linked PDF brings new passages).
+        base = f"2:{st.st_mtime_ns}:{st.st_size}"
+        links = self._links.get(rel)
+        if not links:
+            return base
+        seen = []
+        for pdf in links:
+            try:
+                pst = os.stat(os.path.join(self.root, pdf))
+                seen.append((pdf, pst.st_mtime_ns, pst.st_size))
+            except OSError:
+                seen.append((pdf, None, None))
+        digest = hashlib.sha1(repr(seen).encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        return f"{base}|pdf:{digest}"
+
+    def _walk(self, pdfs: dict[str, os.stat_result] | None = None
+              ) -> Iterator[tuple[str, os.stat_result]]:
         seen_dirs: set[tuple[int, int]] = set()
         stack = [""]
         while stack:
@@ -73,6 +130,9 @@ class MarkdownSource:
                         stack.append(rel)
                     elif entry.name.lower().endswith(EXTENSIONS) and not self._excluded(rel):
                         yield rel, entry.stat()
+                    elif (pdfs is not None and entry.name.lower().endswith(".pdf")
+                          and not self._excluded(rel) and entry.is_file()):
+                        pdfs[rel] = entry.stat()
                 except OSError:
                     continue
 
@@ -91,6 +151,8 @@ class MarkdownSource:
         rel = self._rel(note_id)
         if self._excluded(rel) or any(self._excluded(p + "/") for p in _parents(rel)):
             return None
+        if rel.lower().endswith(".pdf"):
+            return self._load_pdf(note_id, rel)
         path = os.path.join(self.root, rel)
         try:
             st = os.stat(path)
@@ -120,6 +182,7 @@ class MarkdownSource:
         text = decode_note(raw, path)
         meta, body = split_frontmatter(text)
         title = self.title(meta, body, rel)
+        attachments, warnings = self._linked_pdfs(rel, body)
         return Note(
             note_id=note_id,
             source=self.name,
@@ -130,10 +193,94 @@ class MarkdownSource:
             path=path,
             tags=tuple(collect_tags(meta, body)),
             aliases=tuple(meta_list(meta, "aliases", "alias")),
-            created=None,
+            created=meta_created(meta),
             modified=st.st_mtime,
-            fingerprint=f"{st.st_mtime_ns}:{st.st_size}",
+            fingerprint=self._fingerprint(rel, st),
+            attachments=attachments,
+            warnings=warnings,
         )
+
+    # -- PDFs ---------------------------------------------------------------------------------
+
+    def _linked_pdfs(self, rel: str, body: str
+                     ) -> tuple[tuple[Attachment, ...], tuple[str, ...]]:
+        """The PDFs the note links or embeds, read (each once per version), and one
+        warning per PDF that cannot be read; remembers the links for the scan."""
+        if self.pdf_mode == "none":
+            return (), ()
+        found = []
+        for m in _WIKI_PDF.finditer(body):
+            found.append(self._resolve_pdf(rel, m.group(1), wiki=True))
+        for m in _MD_PDF.finditer(body):
+            found.append(self._resolve_pdf(rel, m.group(1) or m.group(2), wiki=False))
+        links = tuple(dict.fromkeys(p for p in found if p))
+        if links:
+            self._links[rel] = links
+        else:
+            self._links.pop(rel, None)
+        attachments, warnings = [], []
+        for pdf in links:
+            path = os.path.join(self.root, pdf)
+            try:
+                pages = self.pdfs.pages(path, os.stat(path))
+            except (PdfProblem, OSError) as e:
+                warnings.append(str(e) if isinstance(e, PdfProblem) else f"{path}: {e}")
+                continue
+            if any(p.strip() for p in pages):
+                attachments.append(Attachment(pdf.rsplit("/", 1)[-1], pages,
+                                              "file://" + urllib.parse.quote(path)))
+        return tuple(attachments), tuple(warnings)
+
+    def _resolve_pdf(self, rel: str, target: str, wiki: bool) -> str | None:
+        """A link's PDF as a path relative to the root, or None: not a file here, outside
+        the folder, or excluded."""
+        target = urllib.parse.unquote(target.strip())
+        if "://" in target or target.startswith("mailto:"):
+            return None
+        here = os.path.dirname(rel)
+        candidates = ([target.lstrip("/")] if target.startswith("/")
+                      else [os.path.join(here, target), target])
+        for cand in candidates:
+            norm = os.path.normpath(cand).replace(os.sep, "/")
+            if norm.startswith("../") or norm == ".." or os.path.isabs(norm):
+                continue
+            if os.path.isfile(os.path.join(self.root, norm)) and not self._pdf_excluded(norm):
+                return norm
+        if wiki:  # Obsidian finds [[file.pdf]] anywhere in the vault by its name
+            named = self._pdf_names.get(target.rsplit("/", 1)[-1].lower())
+            if named and not self._pdf_excluded(named):
+                return named
+        return None
+
+    def _pdf_excluded(self, rel: str) -> bool:
+        parts = rel.split("/")
+        if any(p in self.skip_dirs for p in parts[:-1]):
+            return True
+        return self._excluded(rel) or any(self._excluded(p + "/") for p in _parents(rel))
+
+    def _load_pdf(self, note_id: str, rel: str) -> Note | None:
+        """A PDF no note links, as a note of its own (``pdfs = "all"``)."""
+        if self.pdf_mode != "all" or self._pdf_excluded(rel):
+            return None
+        if any(rel in links for links in self._links.values()):
+            return None  # a passage of the note that links it
+        path = os.path.join(self.root, rel)
+        try:
+            st = os.stat(path)
+            pages = self.pdfs.pages(path, st)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise SourceWarning(f"{path}: {e.strerror}; skipped") from None
+        except PdfProblem as e:
+            raise SourceWarning(str(e)) from None
+        url = "file://" + urllib.parse.quote(path)
+        name = rel.rsplit("/", 1)[-1]
+        # A scan without a text layer is found by its name only.
+        attachments = (Attachment(name, pages, url),) if any(p.strip() for p in pages) else ()
+        return Note(note_id=note_id, source=self.name, kind=self.kind, title=_stem(rel),
+                    text="", url=url, path=path, modified=st.st_mtime,
+                    fingerprint=f"{st.st_mtime_ns}:{st.st_size}", attachments=attachments)
 
     def title(self, meta: dict, body: str, rel: str) -> str:
         """Frontmatter ``title``, else the note's leading H1, else the file name."""
@@ -148,6 +295,17 @@ class MarkdownSource:
 
     def passage_url(self, note: Note, anchor: str | None) -> str:
         return note.url
+
+    def new_note_url(self, title: str, tags: tuple[str, ...] = ()) -> str | None:
+        """The link that asks the editor named by the ``new_note_url`` option to create a
+        note (``{title}``, ``{tags}``: comma-separated, ``{path}``: the folder; each
+        URL-encoded), or None without one: notewell never writes a note itself."""
+        template = self.config.options.get("new_note_url")
+        if not template or not title.strip():
+            return None
+        return (str(template).replace("{title}", urllib.parse.quote(title.strip(), safe=""))
+                .replace("{tags}", urllib.parse.quote(",".join(tags), safe=""))
+                .replace("{path}", urllib.parse.quote(self.root)))
 
     def change_token(self) -> str | None:
         return None
@@ -274,6 +432,37 @@ def _scalar(value: str) -> str:
 def meta_title(meta: dict) -> str | None:
     title = meta.get("title")
     return title.strip() if isinstance(title, str) and title.strip() else None
+
+
+_META_DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})(?:[T ](\d{1,2}):(\d{2})(?::(\d{2}))?"
+                        r"(?:\.\d+)?(Z|[+-]\d{2}:?\d{2})?)?$")
+
+
+def meta_created(meta: dict) -> float | None:
+    """When the note was created, from frontmatter ``created`` or ``date`` (``2025-03-01``,
+    ``2025-03-01 14:30``, ``2025-03-01T14:30:00Z``; local time without an offset), else
+    None: a file's own times say when it was copied, not written."""
+    for key in ("created", "date"):
+        value = meta.get(key)
+        m = _META_DATE.match(value.strip()) if isinstance(value, str) else None
+        if not m:
+            continue
+        year, month, day, hour, minute, second, zone = m.groups()
+        try:
+            tz = None
+            if zone == "Z":
+                tz = datetime.timezone.utc
+            elif zone:
+                sign = 1 if zone[0] == "+" else -1
+                digits = zone[1:].replace(":", "")
+                tz = datetime.timezone(sign * datetime.timedelta(
+                    hours=int(digits[:2]), minutes=int(digits[2:])))
+            when = datetime.datetime(int(year), int(month), int(day), int(hour or 0),
+                                     int(minute or 0), int(second or 0), tzinfo=tz)
+            return when.timestamp()
+        except (ValueError, OverflowError):
+            continue
+    return None
 
 
 def meta_list(meta: dict, *keys: str) -> list[str]:

@@ -153,6 +153,20 @@ class ObsidianSource(MarkdownSource):
         rel = self._rel(note.note_id)
         return self._open_url(f"{self._file_param(rel)}#{anchor}")
 
+    def new_note_url(self, title: str, tags: tuple[str, ...] = ()) -> str | None:
+        """Obsidian's own ``new`` action in this vault (the query's ``#tags`` as its first
+        line); a ``new_note_url`` option overrides it."""
+        if self.config.options.get("new_note_url"):
+            return super().new_note_url(title, tags)
+        name = title.strip().replace("/", "-")
+        if not name:
+            return None
+        url = (f"obsidian://new?vault={urllib.parse.quote(self.vault, safe='')}"
+               f"&name={urllib.parse.quote(name, safe='')}")
+        if tags:
+            url += "&content=" + urllib.parse.quote(" ".join("#" + t for t in tags), safe="")
+        return url
+
     def _open_url(self, file: str) -> str:
         return (f"obsidian://open?vault={urllib.parse.quote(self.vault, safe='')}"
                 f"&file={urllib.parse.quote(file, safe='')}")

@@ -25,11 +25,30 @@ export interface Hit {
   score: number;
   modified: number | null;
   archived: boolean;
+  attachment?: string | null; // the file the passage came from (a PDF, an image Bear read)
+}
+
+/** Creating a note from the query in a source's own app (its URL scheme does the writing). */
+export interface NewNote {
+  source: string;
+  kind: string;
+  title: string;
+  tags: string[];
+  url: string;
 }
 
 export interface Results {
   hits: Hit[];
   notices: string[];
+  new_note?: NewNote[]; // always last in the list; absent for similar notes
+  tags?: TagCount[]; // instead of hits while the query is one tag being typed ("#wor")
+}
+
+/** A tag and how many notes carry it; `nested`: tags sit under it (`work/apollo`). */
+export interface TagCount {
+  tag: string;
+  notes: number;
+  nested: boolean;
 }
 
 /** The daemon is not listening (no socket, or nobody behind it). */

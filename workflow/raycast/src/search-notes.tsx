@@ -17,7 +17,18 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { useEffect, useRef, useState } from "react";
-import { DaemonDown, DaemonError, Hit, Results, markdownLink, search, similar, startDaemon } from "./daemon";
+import {
+  DaemonDown,
+  DaemonError,
+  Hit,
+  NewNote,
+  Results,
+  TagCount,
+  markdownLink,
+  search,
+  similar,
+  startDaemon,
+} from "./daemon";
 import { notewellHome, socketPath } from "./paths";
 
 interface Preferences {
@@ -84,10 +95,11 @@ export default function SearchNotes() {
       isLoading={state.loading}
       isShowingDetail={state.results.hits.length > 0}
       throttle
+      searchText={query}
       onSearchTextChange={setQuery}
       searchBarPlaceholder="Search your notes by meaning (#tag, in:source)…"
     >
-      <Items state={state} />
+      <Items state={state} setQuery={setQuery} />
     </List>
   );
 }
@@ -107,7 +119,7 @@ function SimilarNotes({ hit }: { hit: Hit }) {
   );
 }
 
-function Items({ state }: { state: State & { reload: () => void } }) {
+function Items({ state, setQuery }: { state: State & { reload: () => void }; setQuery?: (q: string) => void }) {
   const { error, results } = state;
   if (error instanceof DaemonDown) return <DaemonDownView onStarted={state.reload} />;
   if (error && !(error instanceof DaemonError && error.code === "warming_up")) {
@@ -125,10 +137,16 @@ function Items({ state }: { state: State & { reload: () => void } }) {
       {results.notices.map((notice) => (
         <List.Item key={notice} icon={Icon.Info} title={notice} />
       ))}
+      {setQuery
+        ? (results.tags ?? []).map((t) => <TagItem key={`tag:${t.tag}`} tag={t} setQuery={setQuery} />)
+        : null}
       {results.hits.map((hit) => (
         <HitItem key={hit.note_id} hit={hit} />
       ))}
-      {!state.loading && results.hits.length === 0 ? (
+      {(results.new_note ?? []).map((n) => (
+        <NewNoteItem key={`new-note:${n.source}`} note={n} found={results.hits.length > 0} />
+      ))}
+      {!state.loading && results.hits.length === 0 && !(results.new_note ?? []).length && !(results.tags ?? []).length ? (
         <List.EmptyView icon={Icon.MagnifyingGlass} title="No notes match" description="Try other words, or fewer of them" />
       ) : null}
     </>
@@ -170,12 +188,50 @@ function DaemonDownView({ onStarted }: { onStarted: () => void }) {
   );
 }
 
+/** A tag while "#wor" is typed: Enter searches it, the second action goes into its nested tags. */
+function TagItem({ tag, setQuery }: { tag: TagCount; setQuery: (q: string) => void }) {
+  return (
+    <List.Item
+      title={`#${tag.tag}`}
+      subtitle={`${tag.notes} note${tag.notes === 1 ? "" : "s"}`}
+      icon={Icon.Tag}
+      actions={
+        <ActionPanel>
+          <Action title={`Search #${tag.tag}`} icon={Icon.MagnifyingGlass} onAction={() => setQuery(`#${tag.tag} `)} />
+          {tag.nested ? (
+            <Action title="Show Nested Tags" icon={Icon.ChevronRight} onAction={() => setQuery(`#${tag.tag}/`)} />
+          ) : null}
+        </ActionPanel>
+      }
+    />
+  );
+}
+
+/** "New note: QUERY": the source's app creates it through its URL scheme (Bear's create,
+ * Obsidian's new, a folder's editor template); notewell never writes a note itself. */
+function NewNoteItem({ note, found }: { note: NewNote; found: boolean }) {
+  const app = APP_NAMES[note.kind] ?? "your editor";
+  const tags = note.tags.map((t) => `#${t}`).join(" ");
+  return (
+    <List.Item
+      title={`New note: ${note.title}`}
+      subtitle={`Create it in ${app}${tags ? ` tagged ${tags}` : ""}${found ? "" : " · no notes match"}`}
+      icon={Icon.PlusCircle}
+      actions={
+        <ActionPanel>
+          <Action.Open title={`Create in ${app}`} target={note.url} icon={Icon.Plus} />
+        </ActionPanel>
+      }
+    />
+  );
+}
+
 function HitItem({ hit }: { hit: Hit }) {
   const app = APP_NAMES[hit.kind] ?? "Default App";
   return (
     <List.Item
       title={hit.title}
-      subtitle={hit.heading_path || hit.source}
+      subtitle={hit.attachment ? `From attachment ${hit.attachment}` : hit.heading_path || hit.source}
       icon={{ source: KIND_ICONS[hit.kind] ?? KIND_ICONS.markdown }}
       quickLook={hit.path ? { path: hit.path, name: hit.title } : undefined}
       detail={<HitDetail hit={hit} />}
