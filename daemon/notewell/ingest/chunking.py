@@ -35,6 +35,20 @@ class ChunkSettings:
     def fingerprint(self) -> str:
         return ",".join(f"{k}={v}" for k, v in asdict(self).items())
 
+    @classmethod
+    def for_tokens(cls, max_tokens: int) -> ChunkSettings:
+        """The budget for a model that reads ``max_tokens`` tokens: the measured one for
+        the shipped model's 256, scaled in proportion for any other."""
+        if max_tokens == REFERENCE_TOKENS:
+            return cls()
+        base, scale = cls(), max_tokens / REFERENCE_TOKENS
+        top = max(16, int(base.max_pieces * scale))
+        return cls(max_pieces=top, min_pieces=min(base.min_pieces, top // 4),
+                   overlap_pieces=max(2, int(base.overlap_pieces * scale)))
+
+
+REFERENCE_TOKENS = 256  # the tokens ``ChunkSettings``'s defaults were measured for
+
 
 def count_pieces(text: str) -> int:
     return len(_PIECE.findall(text))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from notewell.index import cjk
 from notewell.wire.protocol import MAX_QUERY_CHARS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -67,7 +68,9 @@ def fts_terms(words: tuple[str, ...], partial: bool, max_terms: int = 32) -> lis
     still being typed (from two letters on: one letter would match half the index)."""
     terms = list(dict.fromkeys(w for w in words if w))[:max_terms]
     typing = words[-1] if partial and words and len(words[-1]) >= 2 else None
-    return [f'"{w}"*' if w == typing else f'"{w}"' for w in terms]
+    # A CJK word is the phrase of its character pairs (``cjk``); one character, a prefix.
+    return [f'"{cjk.segment_query(w).strip()}"*' if w == typing or cjk.is_single(w)
+            else f'"{cjk.segment_query(w).strip()}"' for w in terms]
 
 
 def fts_match(words: tuple[str, ...], partial: bool, max_terms: int = 32) -> str | None:
