@@ -11,7 +11,7 @@ from notewell.engine import Engine
 from notewell.index import cjk, keywords, schema
 from notewell.index.database import Index
 from notewell.index.terms import read_vocabulary
-from notewell.search.query import fts_terms
+from notewell.search.query import fts_terms, parse
 
 NOTES = {
     "zh/home.md": "# 住所\n\n我住在东京附近，每天坐电车上班。\n",
@@ -48,6 +48,10 @@ def test_pairs_leave_other_text_exactly_as_it_was():
         assert cjk.segment(text) is text or cjk.segment(text) == text
     assert fts_terms(("postgres", "vac"), True) == ['"postgres"', '"vac"*']
     assert fts_terms(("东京", "京"), False) == ['"东京"', '"京"*']
+    # A query's CJK runs are its pairs, each a word; other words stay as they were.
+    assert parse("红烧肉怎么做").words == ("红烧", "烧肉", "肉怎", "怎么", "么做")
+    assert parse("sqlite数据库 vacuum").words == ("sqlite", "数据", "据库", "vacuum")
+    assert parse("Café Müller").words == ("café", "müller")
 
 
 @pytest.mark.parametrize("copy", [False, True])
@@ -63,8 +67,10 @@ def test_chinese_japanese_and_korean_are_found_by_keyword(cjk_engine, copy):
     assert set(titles(cjk_engine, "京 ")) == {"住所", "京都旅行"}  # one character: anywhere
     # As typed: a word cut short still finds its note.
     assert titles(cjk_engine, "データベ")[0] == "データベースの設計"
-    # Pairs are a phrase: the characters must be next to each other.
-    assert titles(cjk_engine, "东附 ") == []
+    # Written without spaces, a query need not appear verbatim: its pairs are words.
+    assert titles(cjk_engine, "红烧肉怎么做 ") == []  # not in the corpus: nothing shared
+    assert titles(cjk_engine, "饺子怎么包 ")[0] == "饺子"
+    assert titles(cjk_engine, "东附 ") == []  # characters apart are no pair
     assert titles(cjk_engine, "postgres")[0] == "Postgres vacuum"
 
 
