@@ -1,7 +1,7 @@
 """The query's words as the index sees them: their index terms, how rare each is (IDF),
 and the completion of a word still being typed.
 
-May import ``search.query``, ``search.ranking`` and the read interface
+May import ``search.query``, ``search.ranking``, ``index.cjk`` and the read interface
 (``index.reads.Reads``); no SQL.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from notewell.index.cjk import has_cjk
 from notewell.index.reads import Reads
 from notewell.search.query import Query, fts_terms
 from notewell.search.ranking import Ranking
@@ -43,6 +44,11 @@ def query_terms(q: Query, reads: Reads) -> list[QueryTerm]:
             continue
         dfs = [vocab.df(t) for t in found[:-1]]
         dfs.append(vocab.prefix_df(found[-1]) if prefix else vocab.df(found[-1]))
+        if not min(dfs) and has_cjk(word):
+            # A character pair no passage holds mostly straddles two words of a query
+            # written without spaces ("肉怎" in "红烧肉怎么做"): no evidence either way, and
+            # as the rarest term it would outweigh the pairs that match in coverage.
+            continue
         out.append(QueryTerm(word, phrase, found, prefix, min(dfs), vocab.idf(min(dfs))))
     return out
 
