@@ -111,3 +111,9 @@ def test_search_only_and_compare_smoke(cache):
     table = out.stdout.split("median of 1 alternating rounds", 1)[1]
     row = next(line for line in table.splitlines() if line.startswith("sizes.0.n "))
     assert row.split()[1:] == ["3", "3", "1.000"]
+
+
+def test_cjk_keywords_smoke(cache):
+    out = run("cjk_keywords.py", "--english", "20", "--cjk", "10", "--queries", "3",
+              "--passes", "1", cache=cache)
+    assert "pairs add" in out and "cjk queries, pairs" in out
