@@ -114,9 +114,11 @@ def test_the_shipped_model_through_a_model_folder_gives_the_same_vectors(
                                atol=1e-6)
     np.testing.assert_allclose(embed_queries(mine, texts[:1]),
                                real_embedder.embed_batch(texts[:1]), atol=1e-6)
-    # The same files with another setting are another model.
+    # The same files with another setting are another model; ``normalize`` changes no
+    # stored vector (they are unit length either way), so it is not another model.
     other = open_folder(str(folder), max_tokens=128)
     assert other.fingerprint() != mine.fingerprint()
+    assert open_folder(str(folder), normalize=False).fingerprint() == mine.fingerprint()
 
 
 def test_a_tiny_model_with_cls_pooling_and_prefixes(tmp_path, home):

@@ -20,9 +20,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from notewell.model.embedding import POOLINGS, EmbedSettings
+from notewell.model.embedding import POOLINGS, SHIPPED_FINGERPRINT, EmbedSettings
 from notewell.model.files import (
     MAX_TOKENS,
     MODEL_ID,
@@ -51,8 +51,9 @@ class ModelFolder:
     @property
     def shipped(self) -> bool:
         """The shipped model's own files with its own settings."""
+        # ``normalize`` changes no stored vector (``EmbedSettings``), so it is not compared.
         return (self.model_sha256 == MODEL_SHA256 and self.tokenizer_sha256 == TOKENIZER_SHA256
-                and self.settings == EmbedSettings())
+                and replace(self.settings, normalize=True) == EmbedSettings())
 
     @property
     def model_id(self) -> str:
@@ -60,7 +61,7 @@ class ModelFolder:
 
     def fingerprint(self) -> str:
         if self.shipped:
-            return f"{MODEL_ID}:onnx-int8:{MODEL_SHA256[:16]}:tok{MAX_TOKENS}:mean:l2"
+            return SHIPPED_FINGERPRINT
         s = self.settings
         text = (f"onnx:{self.model_sha256[:16]}:tokenizer:{self.tokenizer_sha256[:12]}"
                 f":tok{s.max_tokens}:{s.pooling}:l2")

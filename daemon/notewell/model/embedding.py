@@ -1,4 +1,4 @@
-"""Turning text into vectors: the ``Embedder`` interface and the ONNX MiniLM embedder.
+"""Turning text into vectors: the ``Embedder`` interface and the ONNX embedder.
 
 An embedder has one method that matters, ``embed_batch(texts) -> float32 array (n, dim)``
 with L2-normalised rows (passages), plus an ``id`` and ``fingerprint`` that the index
@@ -45,6 +45,8 @@ def embed_queries(embedder: Embedder, texts: list[str]) -> np.ndarray:
     return method(texts) if method is not None else embedder.embed_batch(texts)
 
 
+# The shipped model's fingerprint (its file and its int8 rewrite alike: see ``fingerprint``).
+SHIPPED_FINGERPRINT = f"{MODEL_ID}:onnx-int8:{MODEL_SHA256[:16]}:tok{MAX_TOKENS}:mean:l2"
 POOLINGS = ("mean", "cls")
 # The inputs a BERT- or XLM-R-shaped export may declare; the loader feeds those it has.
 KNOWN_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -148,9 +150,7 @@ class OnnxEmbedder:
         # The same for the shipped file and its int8 rewrite: the same weights, vectors
         # within cosine 0.995 (checked before the rewrite is used), as across execution
         # providers. A machine that falls back to the shipped file must not re-embed.
-        if self._fingerprint is not None:
-            return self._fingerprint
-        return f"{self.id}:onnx-int8:{MODEL_SHA256[:16]}:tok{MAX_TOKENS}:mean:l2"
+        return self._fingerprint if self._fingerprint is not None else SHIPPED_FINGERPRINT
 
     def token_counts(self, texts: list[str]) -> list[int]:
         return [len(e.ids) for e in self._tokenizer.encode_batch(texts)]
