@@ -33,7 +33,7 @@ WORDS = sorted({w.strip(".,:#").lower() for text in TINY_NOTES.values() for w in
 
 
 def tiny_model(folder: Path, dim: int = 32, output: str = "last_hidden_state",
-               seed: int = 7) -> Path:
+               seed: int = 7, pooled: bool = False, symbolic_dim: bool = False) -> Path:
     """A BERT-shaped toy: token vectors plus the sequence's masked mean, through one dense
     layer and tanh (so the first token's vector depends on the whole text), and a
     word-level tokenizer.json that adds [CLS] and [SEP]. No token_type_ids input."""
@@ -69,15 +69,19 @@ def tiny_model(folder: Path, dim: int = 32, output: str = "last_hidden_state",
         helper.make_node("Div", ["summed", "count"], ["context"]),
         helper.make_node("Add", ["tokens", "context"], ["mixed"]),
         helper.make_node("MatMul", ["mixed", "w"], ["dense"]),
-        helper.make_node("Tanh", ["dense"], [output]),
+        helper.make_node("Tanh", ["dense"], ["hidden" if pooled else output]),
     ]
+    if pooled:  # an export with the pooling inside: one vector per text
+        nodes.append(helper.make_node("ReduceMean", ["hidden"], [output], axes=[1],
+                                      keepdims=0))
     graph = helper.make_graph(
         nodes, "tiny",
         [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
          helper.make_tensor_value_info("attention_mask", TensorProto.INT64,
                                        ["batch", "sequence"])],
-        [helper.make_tensor_value_info(output, TensorProto.FLOAT,
-                                       ["batch", "sequence", dim])],
+        [helper.make_tensor_value_info(
+            output, TensorProto.FLOAT,
+            ["batch"] + ([] if pooled else ["sequence"]) + ["width" if symbolic_dim else dim])],
         initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
@@ -141,6 +145,16 @@ def test_a_tiny_model_with_cls_pooling_and_prefixes(tmp_path, home):
     assert v.shape == (1, 32) and abs(float(np.linalg.norm(v)) - 1) < 1e-5
     fingerprints = {e.fingerprint() for e in (cls, plain_cls, mean)}
     assert len(fingerprints) == 3 and all("onnx:" in f for f in fingerprints)
+
+
+def test_pooled_outputs_and_a_dimension_only_a_run_tells(tmp_path, home):
+    pooled = custom_embedder(open_folder(str(tiny_model(
+        tmp_path / "pooled", dim=24, output="sentence_embedding", pooled=True))))
+    assert pooled.output == "sentence_embedding" and pooled.dim == 24
+    assert pooled.embed_batch(["ripe bananas", "undo commit"]).shape == (2, 24)
+    symbolic = custom_embedder(open_folder(str(tiny_model(
+        tmp_path / "symbolic", dim=20, symbolic_dim=True))))
+    assert symbolic.dim == 20 and symbolic.embed_queries(["lisbon"]).shape == (1, 20)
 
 
 def test_a_tiny_model_indexes_searches_and_switching_back_reembeds_nothing(tmp_path, home):
