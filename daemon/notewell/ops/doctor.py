@@ -112,8 +112,11 @@ def check_own_model(model) -> list[Check]:
         checks.append(Check("own model in memory", OK, "int8 weights kept int8: "
                             f"{loaded.files.model}"))
     else:
+        why = choice.get("why", "no choice recorded")
+        if "no int8 weights" in why:
+            why = "it has no int8 weights to keep int8 (a float export)"
         checks.append(Check("own model in memory", OK, "model.onnx as exported (the int8 "
-                            f"rewrite does not apply: {choice.get('why', 'no choice recorded')})"))
+                            f"rewrite does not apply: {why})"))
     return checks
 
 
@@ -349,8 +352,10 @@ def run(platform: str | None = None,
     """Every check in order. ``embedder`` makes the embedder whose fingerprint the index
     must carry (default: the model ``config.toml`` names, else the shipped one)."""
     platform = platform or sys.platform
-    checks = [check_sqlite(), check_model(), check_model_rewrite()]
     config_check, cfg = check_config()
+    checks = [check_sqlite(), check_model()]
+    if cfg is None or cfg.model is None:  # with [model], "own model" says what runs
+        checks.append(check_model_rewrite())
     checks.append(config_check)
     if cfg is not None and cfg.model is not None:
         checks += check_own_model(cfg.model)
