@@ -282,3 +282,23 @@ def test_the_chunk_budget_follows_the_models_tokens():
     small, large = ChunkSettings.for_tokens(128), ChunkSettings.for_tokens(512)
     assert small.max_pieces == 85 and large.max_pieces == 340
     assert small.min_pieces < small.max_pieces and small.overlap_pieces < 30
+
+
+def test_a_daemon_keeps_serving_when_the_index_is_rebuilt_with_another_model(tmp_path):
+    """`notewell index --rebuild` with a new [model] while the daemon runs the old one: the
+    daemon cannot search the new generation, so it keeps its own until restarted."""
+    from notewell.engine import rebuild
+    from reliability_helpers import FakeClock
+    from test_watch import stepped_background
+
+    folder = write_notes(tmp_path / "notes", TINY_NOTES)
+    tiny = custom_embedder(open_folder(str(tiny_model(tmp_path / "tiny"))))
+    with stepped_background(tmp_path, folder, FakeClock()) as bg:
+        engine = bg.engine
+        before = engine.index.path
+        newer, _ = rebuild(engine.sources, tiny, chunker_for(tiny), engine.index_dir)
+        assert newer != before
+        bg.step()  # finds the newer generation, built with another model
+        bg.step()
+        assert engine.index.path == before and bg.state == "ready"
+        assert engine.search("banana").hits[0].title == "Banana bread"
