@@ -104,3 +104,15 @@ def test_migration_4_rewrites_only_the_cjk_rows(tmp_path, monkeypatch, fake_embe
     assert new.consistency_problems() == []
     assert len(new.reads.fts5_bm25('"东京"', 5)) == 1
     new.close()
+
+
+def test_text_without_spaces_is_chunked_to_the_models_budget():
+    from notewell.ingest.chunking import ChunkSettings, chunk_note, count_pieces
+
+    assert count_pieces("我住在东京附近，每天坐电车上班。") == 16
+    assert count_pieces("Hello, world foo_bar 42") == 5  # English as before
+    text = "# 长\n\n" + "我住在东京附近，每天坐电车上班。" * 40
+    chunks = chunk_note("长", text)
+    budget = ChunkSettings().max_pieces
+    assert len(chunks) > 1 and all(count_pieces(c.text) <= budget for c in chunks)
+    assert "".join(c.text for c in chunks).count("东京") >= 40  # nothing lost (overlap adds)

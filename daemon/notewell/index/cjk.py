@@ -20,13 +20,13 @@ import re
 
 # Han (with extensions and compatibility ideographs), kana (with the long-vowel mark and
 # half-width forms), Hangul syllables and jamo, bopomofo, CJK radicals.
-_CJK_CHARS = (
+CJK_CHARS = (
     "\u1100-\u11ff\u2e80-\u2fdf\u3005-\u3007\u3040-\u309f\u30a0-\u30ff\u3100-\u312f"
     "\u3130-\u318f\u31a0-\u31bf\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f"
     "\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f"
 )
-RUN = re.compile(f"[{_CJK_CHARS}]+")
-ONE = re.compile(f"^[{_CJK_CHARS}]$")
+RUN = re.compile(f"[{CJK_CHARS}]+")
+ONE = re.compile(f"^[{CJK_CHARS}]$")
 
 
 def has_cjk(text: str) -> bool:
