@@ -137,3 +137,9 @@ def test_mcp_smoke(cache, tmp_path):
         assert label in out
     transcript = (tmp_path / "t.txt").read_text()
     assert transcript.startswith("> search_notes(") and "> get_note(note_id=" in transcript
+
+
+def test_cjk_keywords_smoke(cache):
+    out = run("cjk_keywords.py", "--english", "20", "--cjk", "10", "--queries", "3",
+              "--passes", "1", cache=cache)
+    assert "pairs add" in out and "cjk queries, pairs" in out

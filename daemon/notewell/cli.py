@@ -242,9 +242,10 @@ def _load_config():
 
 
 def _default_embedder() -> Embedder:
-    from notewell.model.runtime import default_embedder
+    """The model ``config.toml`` names in ``[model]``, else the shipped one."""
+    from notewell.engine import embedder_for
 
-    return default_embedder()
+    return embedder_for(_load_config())
 
 
 def _engine(args: argparse.Namespace):
@@ -318,11 +319,12 @@ def cmd_index(args: argparse.Namespace) -> int:
         return 1
     start = time.monotonic()
     if args.rebuild:
-        from notewell.ingest.chunking import ChunkSettings
+        from notewell.engine import chunker_for
         from notewell.sources import open_source
 
-        reports = rebuild([open_source(s) for s in config.sources], args.embedder(),
-                          ChunkSettings(), paths.index_dir(), progress=not args.quiet)[1]
+        embedder = args.embedder()
+        reports = rebuild([open_source(s) for s in config.sources], embedder,
+                          chunker_for(embedder), paths.index_dir(), progress=not args.quiet)[1]
     else:
         engine = _engine(args)
         reports = engine.sync(progress=not args.quiet)

@@ -89,6 +89,47 @@ def check_model_rewrite() -> Check:
     return Check(name, WARN, f"the shipped file, float weights: {why}{cosine}", step)
 
 
+def check_own_model(model) -> list[Check]:
+    """``[model]``: the folder's files, the inputs and outputs the loader needs and one
+    test embedding (its dimension), then which file runs and why."""
+    name = "own model"
+    try:
+        from notewell.model.custom import open_folder
+        from notewell.model.runtime import custom_embedder, recorded_choice
+
+        folder = open_folder(model.path, **model.settings())
+        loaded = custom_embedder(folder)  # loads it and embeds one text
+    except Exception as e:
+        return [Check(name, FAIL, str(e), "fix [model] in config.toml, or remove the table "
+                      "to use the shipped model; the current index keeps serving meanwhile")]
+    s = folder.settings
+    prefixes = (f", prefixes {s.query_prefix!r} / {s.passage_prefix!r}"
+                if s.query_prefix or s.passage_prefix else "")
+    checks = [Check(name, OK, f"{folder.path}: inputs {', '.join(loaded.inputs)}, output "
+                    f"{loaded.output}, a test embedding of {loaded.dim} dimensions; "
+                    f"{s.pooling} pooling, {s.max_tokens} tokens{prefixes}")]
+    choice = recorded_choice(folder.model_sha256) or {}
+    if loaded.files.model != folder.files.model:
+        checks.append(Check("own model in memory", OK, "int8 weights kept int8: "
+                            f"{loaded.files.model}"))
+    else:
+        why = choice.get("why", "no choice recorded")
+        if "no int8 weights" in why:
+            why = "it has no int8 weights to keep int8 (a float export)"
+        checks.append(Check("own model in memory", OK, "model.onnx as exported (the int8 "
+                            f"rewrite does not apply: {why})"))
+    return checks
+
+
+def _config_or_default():
+    from notewell import config
+
+    try:
+        return config.load()
+    except config.ConfigError:
+        return config.Config()
+
+
 def check_config():
     """The config check, and the config for the checks after it (None if unusable)."""
     from notewell import config
@@ -141,17 +182,16 @@ def check_index(embedder: Callable[[], Embedder] | None = None) -> Check:
     name = "index"
     from notewell.index import store
     from notewell.index.schema import SCHEMA_VERSION, describe
-    from notewell.ingest.chunking import ChunkSettings
 
     path = store.current_path()
     if not os.path.exists(path):
         return Check(name, FAIL, f"no index at {path}", "run `notewell index`")
     try:
-        from notewell.model.runtime import default_embedder
+        from notewell.engine import chunker_for, embedder_for
 
-        model = (embedder or default_embedder)()
+        model = embedder() if embedder else embedder_for(_config_or_default())
         want = {"embedder": model.fingerprint(), "dim": str(model.dim),
-                "chunker": ChunkSettings().fingerprint()}
+                "chunker": chunker_for(model).fingerprint()}
     except Exception as e:
         return Check(name, SKIP, f"cannot tell without the model: {e}")
     try:
@@ -331,11 +371,15 @@ def run(platform: str | None = None,
         run_cmd: Callable[..., subprocess.CompletedProcess] = subprocess.run,
         embedder: Callable[[], Embedder] | None = None) -> list[Check]:
     """Every check in order. ``embedder`` makes the embedder whose fingerprint the index
-    must carry (default: the shipped model)."""
+    must carry (default: the model ``config.toml`` names, else the shipped one)."""
     platform = platform or sys.platform
-    checks = [check_sqlite(), check_model(), check_model_rewrite()]
     config_check, cfg = check_config()
+    checks = [check_sqlite(), check_model()]
+    if cfg is None or cfg.model is None:  # with [model], "own model" says what runs
+        checks.append(check_model_rewrite())
     checks.append(config_check)
+    if cfg is not None and cfg.model is not None:
+        checks += check_own_model(cfg.model)
     for src in (cfg.sources if cfg else ()):
         checks.append(check_source(src, platform))
     checks.append(check_index(embedder))
