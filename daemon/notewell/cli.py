@@ -35,7 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Semantic search over your notes (Bear, Obsidian, Markdown), "
                     "answered by a warm local daemon. Files live in $NOTEWELL_HOME "
                     f"(now {paths.home()}).")
-    p.add_argument("--version", action="version", version=f"notewell {__version__}")
+    here = os.path.dirname(os.path.abspath(__file__))
+    p.add_argument("--version", action="version",
+                   version=f"notewell {__version__} ({here}, Python {sys.version.split()[0]})")
     p.add_argument("-v", "--verbose", action="store_true", help="log more (to stderr)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 

@@ -324,6 +324,34 @@ def start(platform: str | None = None, run: Runner = subprocess.run,
             "`notewell agent install` starts it at login")
 
 
+def installed_program(platform: str | None = None) -> list[str] | None:
+    """The command line the installed plist / unit runs (None if none is installed or it
+    cannot be read): ``doctor`` compares it with this installation's ``program()``, since
+    an agent installed from an older or another notewell keeps running that one."""
+    mgr = manager(platform)
+    try:
+        with open(mgr.unit_path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if isinstance(mgr, Launchd):
+        try:
+            args = plistlib.loads(data).get("ProgramArguments")
+        except Exception:
+            return None
+        return [str(a) for a in args] if isinstance(args, list) else None
+    import shlex
+
+    for line in data.decode("utf-8", "replace").splitlines():
+        if line.startswith("ExecStart="):
+            try:  # _systemd_quote's escapes, read back
+                words = shlex.split(line[len("ExecStart="):])
+            except ValueError:
+                return None
+            return [w.replace("%%", "%").replace("$$", "$") for w in words]
+    return None
+
+
 # -- helpers --------------------------------------------------------------------------------
 
 
