@@ -29,15 +29,22 @@ def command(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Names
     return fn
 
 
+class _Version(argparse.Action):
+    # argparse's own "version" action re-wraps the text to the terminal's width.
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        print(f"notewell {__version__} ({here}, Python {sys.version.split()[0]})")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="notewell",
         description="Semantic search over your notes (Bear, Obsidian, Markdown), "
                     "answered by a warm local daemon. Files live in $NOTEWELL_HOME "
                     f"(now {paths.home()}).")
-    here = os.path.dirname(os.path.abspath(__file__))
-    p.add_argument("--version", action="version",
-                   version=f"notewell {__version__} ({here}, Python {sys.version.split()[0]})")
+    p.add_argument("--version", action=_Version, nargs=0,
+                   help="show the version, where this notewell is installed, and exit")
     p.add_argument("-v", "--verbose", action="store_true", help="log more (to stderr)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 

@@ -85,6 +85,8 @@ class Daemon:
     def start(self) -> None:
         """Take the lock, bind the socket, and start loading the engine in the background."""
         self.server.open()
+        with contextlib.suppress(FileNotFoundError):  # a restart after an upgrade is done
+            os.remove(paths.restart_marker())
         self.background.start()
 
     def serve_forever(self) -> bool:
@@ -131,7 +133,9 @@ class Daemon:
         self.server.wake()
 
     def request_restart(self) -> None:
-        """Stop, then start again from the files on disk (``run`` does the exec)."""
+        """Stop, then start again from the files on disk (``run`` does the exec). Clients
+        that find no socket meanwhile see the marker and wait (``wire.client``)."""
+        paths.write_atomic(paths.restart_marker(), str(os.getpid()).encode())
         self.restart_requested = True
         self.request_stop()
 
@@ -183,6 +187,8 @@ def _exec_again() -> None:
     try:
         os.execv(sys.executable, argv)
     except OSError as e:
+        with contextlib.suppress(OSError):
+            os.remove(paths.restart_marker())
         print(f"notewell: restart failed ({e}); start the daemon again: "
               "`notewell agent start` or `notewell serve`", file=sys.stderr)
         os._exit(EXIT_RESTART_FAILED)

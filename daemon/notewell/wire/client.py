@@ -70,17 +70,23 @@ def alfred_output(query: str) -> str:
     query = query[:protocol.MAX_QUERY_CHARS]
     try:
         reply = ask(search_request(query))
-    except (FileNotFoundError, ConnectionRefusedError):
+    except (OSError, protocol.ProtocolError) as e:
+        if _restarting():  # no socket, or one closing under us: a restart after an upgrade
+            return _after_restart(query, "the daemon is restarting after an upgrade")
+        return _unreachable(e, query)
+    return _render(reply, query)
+
+
+def _unreachable(e: Exception, query: str) -> str:
+    if isinstance(e, (FileNotFoundError, ConnectionRefusedError)):
         return _message(
             "notewell is not running", "Press Enter to start it · " + START_HINT,
             arg="start-daemon", action="start", query=query)
-    except TimeoutError:
+    if isinstance(e, TimeoutError):
         return _message(
             "notewell did not answer in time", "It may be busy indexing; try again",
             rerun=1.0)
-    except (OSError, protocol.ProtocolError) as e:
-        return _message("notewell could not be reached", f"{e} · {START_HINT}")
-    return _render(reply, query)
+    return _message("notewell could not be reached", f"{e} · {START_HINT}")
 
 
 def _render(reply: dict, query: str) -> str:
@@ -105,6 +111,18 @@ def _render(reply: dict, query: str) -> str:
                                        arg="restart-daemon", action="restart", query=query)
     return _message("notewell: " + (message or code or "unknown error"),
                                    "Run `notewell doctor` for a diagnosis")
+
+
+def _restarting() -> bool:
+    """A daemon is between its old socket and its new one after an upgrade (its marker is
+    recent: one left by a restart that failed is ignored after a minute)."""
+    import posix
+    import time
+
+    try:
+        return time.time() - posix.stat(paths.restart_marker()).st_mtime < 60
+    except OSError:
+        return False
 
 
 def _after_restart(query: str, message: str) -> str:

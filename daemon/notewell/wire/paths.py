@@ -115,6 +115,12 @@ def lock_path() -> str:
     return _join(runtime_dir(), "daemon.lock")
 
 
+def restart_marker() -> str:
+    """Exists while a daemon restarts itself after an upgrade (between its old socket and
+    its new one), so a client waits instead of saying "not running"."""
+    return _join(runtime_dir(), "restarting")
+
+
 def write_atomic(path: str, data: bytes) -> None:
     """Write ``path`` (and its folder) so a reader sees the old file or the new one whole."""
     import os
