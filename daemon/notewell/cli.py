@@ -319,8 +319,10 @@ def cmd_sync(args: argparse.Namespace) -> int:
 @command
 def cmd_serve(args: argparse.Namespace) -> int:
     from notewell.engine import Engine
+    from notewell.ops.agent import record_command
     from notewell.serve.daemon import run
 
+    record_command()  # where Raycast finds this installation to start the daemon
     return run(_load_config(), poll_seconds=args.poll,
                engine_factory=lambda cfg: Engine(cfg, embedder=args.embedder()))
 
@@ -418,7 +420,9 @@ def cmd_vaults(args: argparse.Namespace) -> int:
 @command
 def cmd_alfred(args: argparse.Namespace) -> int:
     from notewell.launcher import alfred_workflow
+    from notewell.ops.agent import record_command
 
+    record_command()
     path = alfred_workflow.build(args.out)
     if args.action == "build":
         print(f"built {path}; `notewell alfred install` opens it in Alfred")

@@ -75,6 +75,17 @@ def program(python: str | None = None) -> list[str]:
     return [python, "-m", "notewell", "serve"]
 
 
+def record_command() -> None:
+    """Write this installation's ``notewell`` command (``paths.command_record``) for
+    launchers that cannot have it filled in when they are built (Raycast). Best effort."""
+    import contextlib
+    import json
+
+    with contextlib.suppress(OSError):
+        paths.write_atomic(paths.command_record(),
+                           (json.dumps(program()[:-1]) + "\n").encode())
+
+
 def environment(prog: list[str], home: str | None = None) -> dict[str, str]:
     env = {"PATH": f"{os.path.dirname(prog[0])}:{SYSTEM_PATH}"}
     home = home if home is not None else os.environ.get("NOTEWELL_HOME")
@@ -286,6 +297,7 @@ def manager(platform: str | None = None, run: Runner = subprocess.run) -> Launch
 
 def install(platform: str | None = None, run: Runner = subprocess.run,
             python: str | None = None) -> str:
+    record_command()
     prog = program(python)
     return manager(platform, run).install(prog, environment(prog))
 
