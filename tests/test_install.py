@@ -8,9 +8,13 @@ another folder, with its own ``NOTEWELL_HOME`` and ``HOME``. The Alfred workflow
 Filter runs as Alfred runs it: its script text through ``/bin/zsh -c``, the query as
 argv, the workflow's variables as the environment.
 
-Slow (the dependencies are about 80 MB, fetched once per machine into a wheelhouse under
-``~/.cache/notewell-tests``, or ``NOTEWELL_TEST_WHEELS``; pip's own cache is not kept on
-this machine): ``.ci/run`` runs them after the default suite, and ``make test-install``.
+The dependencies (about 80 MB) are resolved against the package registry by ``pip
+download`` of the built wheel, once per run, into a wheelhouse kept under
+``~/.cache/notewell-tests`` (or ``NOTEWELL_TEST_WHEELS``; pip's own cache is not kept on
+this machine); the installs then read only that folder (``--no-index --find-links``):
+the same files pip would fetch, resolved from the wheel's own metadata. Slow all the
+same (two builds, fresh environments, the demo from the wheel): ``.ci/run`` runs them
+after the default suite, and so does ``make test-install``.
 """
 
 from __future__ import annotations
@@ -171,7 +175,7 @@ def pip_install(venv: Path, wheel: Path, wheelhouse: Path, place: Path) -> Insta
     if not venv.exists():
         run([sys.executable, "-m", "venv", str(venv)])
     before, t0 = site_size(venv), time.monotonic()
-    run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+    run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-index",
          "--find-links", str(wheelhouse), str(wheel)], cwd=place)
     print(f"\npip install {wheel.name}: {time.monotonic() - t0:.1f} s, site-packages "
           f"{before / 1e6:.1f} -> {site_size(venv) / 1e6:.1f} MB")
@@ -333,12 +337,12 @@ def tool_install(tool: str, wheel: Path, wheelhouse: Path, place: Path) -> Insta
         env.update(PIPX_HOME=str(place / "pipx"), PIPX_BIN_DIR=str(bin_dir),
                    PIPX_MAN_DIR=str(place / "man"))
         run([found, "install", "--python", sys.executable, "--pip-args",
-             f"--find-links {wheelhouse}", str(wheel)], cwd=place, env=env)
+             f"--no-index --find-links {wheelhouse}", str(wheel)], cwd=place, env=env)
         python = place / "pipx" / "venvs" / "notewell" / "bin" / "python"
     else:
         env.update(UV_TOOL_DIR=str(place / "tools"), UV_TOOL_BIN_DIR=str(bin_dir))
-        run([found, "tool", "install", "--python", sys.executable, "--find-links",
-             str(wheelhouse), str(wheel)], cwd=place, env=env)
+        run([found, "tool", "install", "--python", sys.executable, "--no-index",
+             "--find-links", str(wheelhouse), str(wheel)], cwd=place, env=env)
         python = place / "tools" / "notewell" / "bin" / "python"
     print(f"\n{tool} install: {time.monotonic() - t0:.1f} s")
     return installed_in(bin_dir, python, place)
