@@ -113,8 +113,9 @@ def wheelhouse(dists) -> Path:
     where = Path(os.environ.get("NOTEWELL_TEST_WHEELS")
                  or Path.home() / ".cache" / "notewell-tests" / "wheels")
     where.mkdir(parents=True, exist_ok=True)
+    # pip too: pipx brings its shared environment's pip up to date through the same args.
     run([sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(where),
-         str(dists[0])])
+         str(dists[0]), "pip"])
     for stale in where.glob("notewell-*"):
         stale.unlink()  # only the wheel under test is ever installed
     return where
