@@ -2,12 +2,14 @@
 
 Owns the ops (``ping``, ``status``, ``search``, ``similar``, ``sync``, ``stop``,
 ``latest_query``), their argument checks (``RequestError`` becomes an error reply with its
-code), the protocol version check, the notewell version check (a daemon older than its
-installation on disk restarts itself into the new one), the worker pool that runs the ops
-touching the index (the rest answer on the connection's thread), the prepared answers of
-the search handler (``response_cache``) and the newest query Alfred asked for (the
-stale-Enter guard). An op that fails unexpectedly is logged with its type and place, never with
-the query, unless ``debug_log`` is set.
+code), the protocol version check, the worker pool that runs the ops touching the index
+(the rest answer on the connection's thread), the prepared answers of the search handler
+(``response_cache``) and the newest query Alfred asked for (the stale-Enter guard). An op
+that fails unexpectedly is logged with its type and place, never with the query, unless
+``debug_log`` is set.
+
+Also the notewell version check: a client of another version makes a daemon older than
+its installation on disk restart itself into the new one (``_other_version``).
 
 May import ``engine`` and what is below it, ``launcher.alfred`` (it renders Alfred's JSON),
 ``wire``, and of ``serve``: ``background`` (the engine and its state),
