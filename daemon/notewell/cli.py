@@ -31,13 +31,22 @@ def command(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Names
     return fn
 
 
+class _Version(argparse.Action):
+    # argparse's own "version" action re-wraps the text to the terminal's width.
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        print(f"notewell {__version__} ({here}, Python {sys.version.split()[0]})")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="notewell",
         description="Semantic search over your notes (Bear, Obsidian, Markdown), "
                     "answered by a warm local daemon. Files live in $NOTEWELL_HOME "
                     f"(now {paths.home()}).")
-    p.add_argument("--version", action="version", version=f"notewell {__version__}")
+    p.add_argument("--version", action=_Version, nargs=0,
+                   help="show the version, where this notewell is installed, and exit")
     p.add_argument("-v", "--verbose", action="store_true", help="log more (to stderr)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -366,8 +375,10 @@ def cmd_sync(args: argparse.Namespace) -> int:
 @command
 def cmd_serve(args: argparse.Namespace) -> int:
     from notewell.engine import Engine
+    from notewell.ops.agent import record_command
     from notewell.serve.daemon import run
 
+    record_command()  # where Raycast finds this installation to start the daemon
     return run(_load_config(), poll_seconds=args.poll,
                engine_factory=lambda cfg: Engine(cfg, embedder=args.embedder()))
 
@@ -539,7 +550,9 @@ def cmd_vaults(args: argparse.Namespace) -> int:
 @command
 def cmd_alfred(args: argparse.Namespace) -> int:
     from notewell.launcher import alfred_workflow
+    from notewell.ops.agent import record_command
 
+    record_command()
     path = alfred_workflow.build(args.out)
     if args.action == "build":
         print(f"built {path}; `notewell alfred install` opens it in Alfred")

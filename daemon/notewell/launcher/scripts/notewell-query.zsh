@@ -11,10 +11,15 @@
 # work out, zsh without its socket module) it hands to the Python client, which says what
 # happened as an Alfred item: this script never prints an error itself.
 #
+# It ships inside the notewell package (notewell/launcher/scripts/), beside its Python
+# fallback, and carries the version of that package: every request says which notewell
+# asks, so a daemon left running from before an upgrade notices (it restarts itself into
+# the new version; the Python client shows that) instead of answering the wrong way.
+#
 # Environment: NOTEWELL_HOME (as everywhere); NOTEWELL_PYTHON and NOTEWELL_CLIENT, the
-# interpreter and Python client it falls back to (default: the checkout's .venv and
-# ./notewell-query beside this file). tests/test_client_zsh.py checks it against the
-# Python client byte for byte.
+# interpreter and Python client it falls back to (default: the checkout's .venv, else the
+# virtualenv this package is installed in, else python3; and ./notewell-query beside this
+# file). tests/test_client_zsh.py checks it against the Python client byte for byte.
 
 # Alfred sources this into a /bin/zsh that has read ~/.zshenv: what follows is parsed with
 # zsh's own options and no aliases (an option like ignore_braces would break `{fd}`). The
@@ -23,10 +28,15 @@
 \builtin unalias -m '*' 2>/dev/null
 
 typeset -g _notewell_here=${${(%):-%x}:A:h}
+# notewell.__version__ of the package this file ships in (tests/test_client_zsh.py checks).
+typeset -g _notewell_version=0.1.0
 
 _notewell_fallback() {
   [[ -n $fd ]] && exec {fd}>&-  # notewell_query's connection, if it opened one
-  local python=${NOTEWELL_PYTHON:-$_notewell_here/../.venv/bin/python}
+  # NOTEWELL_PYTHON, else a checkout's .venv (scripts/launcher/notewell/daemon/..), else
+  # the virtualenv whose lib/pythonX.Y/site-packages holds this package, else python3.
+  local python=${NOTEWELL_PYTHON:-$_notewell_here/../../../../.venv/bin/python}
+  [[ -x $python ]] || python=${_notewell_here:h:h:h:h:h:h}/bin/python
   [[ -x $python ]] || python=python3
   exec $python -IS ${NOTEWELL_CLIENT:-$_notewell_here/notewell-query} "$@"
 }
@@ -111,9 +121,12 @@ notewell_query() {
   zsocket $sock 2>/dev/null || _notewell_fallback "$@"
   fd=$REPLY
   local header
-  # {"op": "search", "v": 1, "query": QUERY, "format": "alfred"}, as protocol.request builds it
+  # {"op": "search", "v": 1, "notewell": VERSION, "query": QUERY, "format": "alfred"}, as
+  # client.search_request builds it
+  _notewell_str ${#_notewell_version}
+  local body=$'\x85\xa2op\xa6search\xa1v\x01\xa8notewell'$REPLY$_notewell_version
   _notewell_str ${#query}
-  local body=$'\x84\xa2op\xa6search\xa1v\x01\xa5query'$REPLY$query$'\xa6format\xa6alfred'
+  body+=$'\xa5query'$REPLY$query$'\xa6format\xa6alfred'
   local n=${#body}
   header=${(#)$(( n >> 24 & 255 ))}${(#)$(( n >> 16 & 255 ))}${(#)$(( n >> 8 & 255 ))}
   header+=${(#)$(( n & 255 ))}
