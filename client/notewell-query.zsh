@@ -1,0 +1,1 @@
+../daemon/notewell/launcher/scripts/notewell-query.zsh
