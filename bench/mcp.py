@@ -154,6 +154,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--queries", type=int, default=60, help="search_notes calls to time")
     ap.add_argument("--fake", action="store_true", help="fake embedder (smoke test)")
     ap.add_argument("--notes", type=int, default=0, help="index only the first N notes")
+    ap.add_argument("--folder", help="index this Markdown folder instead of the Dendron "
+                    "vault (e.g. the demo corpus, for the real model when building the "
+                    "vault's index would take too long)")
     ap.add_argument("--embed-real", action="store_true", help="with --fake: also time the "
                     "real model embedding the same queries in this process (what a real "
                     "daemon adds to each search over the fake embedder's cost)")
@@ -161,8 +164,24 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args(argv)
     info = common.print_machine("mcp: notewell mcp over stdio against a warm daemon")
-    home, n_notes, n_chunks = keystroke.dendron_home(args.fake, args.notes)
-    print(f"index: Dendron vault, {n_notes} notes, {n_chunks} chunks"
+    if args.folder:
+        import tempfile
+
+        home = Path(tempfile.mkdtemp(prefix="notewell-mcp-")) / "home"
+        embedder = None
+        if args.fake:
+            from notewell.model.fake import FakeEmbedder
+
+            embedder = FakeEmbedder()
+        else:
+            embedder = common.BenchEmbedder()
+        counts = common.index_corpus(home, Path(args.folder), embedder, name="folder")
+        n_notes, n_chunks = counts["notes"], counts["chunks"]
+        where = args.folder
+    else:
+        home, n_notes, n_chunks = keystroke.dendron_home(args.fake, args.notes)
+        where = "Dendron vault"
+    print(f"index: {where}, {n_notes} notes, {n_chunks} chunks"
           f"{' (fake embedder)' if args.fake else ''}")
     daemon = common.DaemonProcess(home, fake=args.fake)
     try:
@@ -182,7 +201,7 @@ def main(argv: list[str] | None = None) -> dict:
             t = time.perf_counter()
             daemon.ask("search", query=f"{q} notes", limit=8)
             direct.append((time.perf_counter() - t) * 1000)
-        example_query = "publish notes to github pages"
+        example_query = queries[0] if args.folder else "publish notes to github pages"
         found = session.call("search_notes", {"query": example_query})
         first = found["structuredContent"]["hits"][0]["note_id"]
         note = session.call("get_note", {"note_id": first, "max_chars": 2000})
@@ -233,7 +252,7 @@ def main(argv: list[str] | None = None) -> dict:
         Path(args.transcript).write_text(transcript + "\n", encoding="utf-8")
     print(common.load_note())
     common.write_json(args.json, res)
-    if args.fake or args.notes:
+    if args.fake or args.notes or args.folder:
         import shutil
 
         shutil.rmtree(home.parent, ignore_errors=True)

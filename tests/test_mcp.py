@@ -208,6 +208,8 @@ ERRORS = [
     ("get_note", {"note_id": "notes:work/handbook.md", "heading": "Nope"},
      "no heading 'Nope'; its headings: Setup; Releases"),
     ("get_note", {"note_id": "notes:work/handbook.md", "offset": -1}, "offset: must be 0"),
+    ("get_note", {"note_id": "notes:work/handbook.md", "max_chars": 100_000},
+     "max_chars: must be from 1 to 40000, got 100000"),
     ("similar_notes", {"note_id": "notes:nope.md"}, "no note with id 'notes:nope.md'"),
     ("search_notes", {"query": "x", "limit": 0}, "limit: must be from 1 to 25, got 0"),
     ("search_notes", {"query": "x", "limit": 26}, "limit: must be from 1 to 25, got 26"),

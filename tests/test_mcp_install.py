@@ -101,12 +101,12 @@ def test_claude_code_through_its_own_command_or_printed(home):
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
     out = mcp_clients.install("claude-code", run=run, which=lambda name: None)
-    assert "not on PATH" in out and "claude mcp add --scope user" in out and not calls
+    assert "not on PATH" in out and "claude mcp add --env" in out and not calls
     entry = mcp_clients.server_entry()
     mcp_clients.install("claude-code", run=run, which=lambda name: "/usr/bin/claude")
     assert calls == [
         ["claude", "mcp", "remove", "--scope", "user", "notewell"],
-        ["claude", "mcp", "add", "--scope", "user", f"--env=NOTEWELL_HOME={home}",
+        ["claude", "mcp", "add", "--env", f"NOTEWELL_HOME={home}", "--scope", "user",
          "notewell", "--", entry["command"], *entry["args"]]]
     calls.clear()
     assert "would run" in mcp_clients.install("claude-code", dry_run=True, run=run,

@@ -391,7 +391,10 @@ def _dates(args: argparse.Namespace) -> dict:
     for flag, name in (("after", "modified_after"), ("before", "modified_before")):
         value = getattr(args, flag, None)
         if value is not None:
-            dates.parse(value, name=f"--{flag}")
+            try:
+                dates.parse(value, name=f"--{flag}")
+            except dates.DateError as e:
+                raise SystemExit(f"notewell: {e}") from None
             found[name] = value
     return found
 

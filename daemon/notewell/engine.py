@@ -170,6 +170,8 @@ class Engine:
             raise NoteNotFound(f"note {note_id!r} is no longer in its source; the index "
                                "drops it at its next sync")
         text = note.text
+        if heading is not None and not heading.strip():
+            heading = None  # a hit without a heading path: the whole note
         if heading is not None:
             text = section(note.text, heading, note.title)
             if text is None:

@@ -21,6 +21,9 @@ from typing import Any
 SNIPPET_CHARS = 240
 MAX_QUERY_CHARS = 1000  # the daemon's own limit (wire.protocol.MAX_QUERY_CHARS)
 MAX_TAGS_LISTED = 500
+# A page's text travels twice (text block and structured content): 40,000 characters stay
+# under the 25,000-token cut some clients apply to a tool result even then.
+MAX_PAGE_CHARS = 40_000
 DATE_FORMS = ("2025-03-01, 2025-06 (a month), 2025 (a year), today, yesterday, or a time "
               "ago: 7d, 2w, 3m, 1y")
 
@@ -122,7 +125,7 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
             "note_id": _NOTE_ID,
             "heading": _nullable("string", maxLength=500, default=None),
             "offset": {"type": "integer", "minimum": 0, "default": 0},
-            "max_chars": {"type": "integer", "minimum": 1, "maximum": 100_000,
+            "max_chars": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_CHARS,
                           "default": 20_000},
         }, ("note_id",)),
         {

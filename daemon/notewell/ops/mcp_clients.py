@@ -117,9 +117,11 @@ def install(client: str, dry_run: bool = False, platform: str | None = None,
 
 
 def _claude_command() -> list[str]:
+    """``claude mcp add``: options before the name, ``--env`` (which takes several values)
+    ended by ``--scope``, the server's command after ``--``."""
     entry = server_entry()
-    env = [f"--env={k}={v}" for k, v in entry.get("env", {}).items()]
-    return ["claude", "mcp", "add", "--scope", "user", *env, NAME, "--", entry["command"],
+    env = [a for k, v in entry.get("env", {}).items() for a in ("--env", f"{k}={v}")]
+    return ["claude", "mcp", "add", *env, "--scope", "user", NAME, "--", entry["command"],
             *entry["args"]]
 
 
