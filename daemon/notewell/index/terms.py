@@ -70,6 +70,17 @@ class Vocabulary:
             found[t] = found.get(t, 0) + n
         return found
 
+    def has(self, term: str) -> bool:
+        """Whether some chunk holds ``term`` (without counting them)."""
+        return term in self.index or term in self.extra
+
+    def has_prefix(self, prefix: str) -> bool:
+        """Whether some indexed term starts with ``prefix``."""
+        lo = bisect.bisect_left(self.terms, prefix)
+        if lo < len(self.terms) and self.terms[lo].startswith(prefix):
+            return True
+        return bool(self._extra_range(prefix))
+
     def df(self, term: str) -> int:
         i = self.index.get(term)
         return (0 if i is None else int(self.dfs[i])) + self.extra.get(term, 0)

@@ -118,8 +118,9 @@ def correct(word: str, prefix: bool, df: int, reads: Reads, vocab, r: Ranking,
         stems = [(reads.query_tokens(v, False) or [""])[0] for v in variants]
     own = (reads.query_tokens(word, False) or [""])[0]
     best: tuple | None = None
+    held = vocab.has_prefix if prefix else vocab.has
     for rank, (variant, stem) in enumerate(zip(variants, stems)):
-        if not stem or stem == own:
+        if not stem or stem == own or not held(stem):  # most variants: one cheap test
             continue
         found = vocab.prefix_df(stem) if prefix else vocab.df(stem)
         if found < need:
