@@ -72,33 +72,21 @@ class _Section:
 def split_sections(text: str, title: str = "") -> list[_Section]:
     """Cut at ATX headings outside code fences; each section knows its heading path."""
     sections = [_Section((), [])]
-    stack: list[tuple[int, str]] = []
-    first_heading = True
-    for line, in_code in iter_fenced(text.splitlines()):
-        if in_code:
+    heads = {n: path for n, _, path in _heading_lines(text, title, keep_title=True)}
+    for n, line in enumerate(text.splitlines()):
+        if n not in heads:
             sections[-1].lines.append(line)
-            continue
-        h = _HEADING.match(line)
-        if not h:
-            sections[-1].lines.append(line)
-            continue
-        level, heading = len(h.group(1)), h.group(2).strip()
-        # The H1 that repeats the note's title adds nothing to the path.
-        if first_heading and level == 1 and heading.strip().lower() == title.strip().lower():
-            first_heading = False
-            continue
-        first_heading = False
-        while stack and stack[-1][0] >= level:
-            stack.pop()
-        stack.append((level, heading))
-        sections.append(_Section(tuple(t for _, t in stack), [line]))
+        elif heads[n] is not None:  # None: the H1 that repeats the title, left out
+            sections.append(_Section(heads[n], [line]))
     return [s for s in sections if s.text]
 
 
-def _heading_lines(text: str, title: str = "") -> list[tuple[int, int, tuple[str, ...]]]:
-    """(line number, level, heading path) of each ATX heading outside code fences, paths
-    as ``split_sections`` builds them (the H1 repeating the title left out of paths)."""
-    found = []
+def _heading_lines(text: str, title: str = "", keep_title: bool = False
+                   ) -> list[tuple[int, int, tuple[str, ...] | None]]:
+    """(line number, level, heading path) of each ATX heading outside code fences. The
+    first H1, when it repeats the note's title, adds nothing to the paths: it is left out,
+    or with ``keep_title`` listed with the path None."""
+    found: list[tuple[int, int, tuple[str, ...] | None]] = []
     stack: list[tuple[int, str]] = []
     first_heading = True
     for n, (line, in_code) in enumerate(iter_fenced(text.splitlines())):
@@ -106,8 +94,10 @@ def _heading_lines(text: str, title: str = "") -> list[tuple[int, int, tuple[str
         if not h:
             continue
         level, heading = len(h.group(1)), h.group(2).strip()
-        if first_heading and level == 1 and heading.strip().lower() == title.strip().lower():
+        if first_heading and level == 1 and heading.lower() == title.strip().lower():
             first_heading = False
+            if keep_title:
+                found.append((n, level, None))
             continue
         first_heading = False
         while stack and stack[-1][0] >= level:
