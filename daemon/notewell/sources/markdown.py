@@ -46,7 +46,7 @@ class MarkdownSource:
                 f"{self.root} is not a folder: fix 'path' for source {self.name!r} in config.toml"
             )
         for rel, st in self._walk():
-            yield NoteStub(self._note_id(rel), f"{st.st_mtime_ns}:{st.st_size}")
+            yield NoteStub(self._note_id(rel), _fingerprint(st))
 
     def _walk(self) -> Iterator[tuple[str, os.stat_result]]:
         seen_dirs: set[tuple[int, int]] = set()
@@ -129,10 +129,12 @@ class MarkdownSource:
             url=self.note_url(rel, path),
             path=path,
             tags=tuple(collect_tags(meta, body)),
-            aliases=tuple(meta_list(meta, "aliases", "alias")),
+            # The path in the folder names the note too (a Dendron vault's
+            # ``dendron.topic.pod.cli.md`` is titled "CLI"): searched with the title.
+            aliases=(*meta_list(meta, "aliases", "alias"), rel.rsplit(".", 1)[0]),
             created=None,
             modified=st.st_mtime,
-            fingerprint=f"{st.st_mtime_ns}:{st.st_size}",
+            fingerprint=_fingerprint(st),
         )
 
     def title(self, meta: dict, body: str, rel: str) -> str:
@@ -154,6 +156,16 @@ class MarkdownSource:
 
     def watch_paths(self) -> list[str]:
         return [self.root]
+
+
+# How notes are read; part of every fingerprint, so that a notewell which reads a note into
+# more than before (2: its path as an alias) reads every file again once. Only notes whose
+# passages changed are embedded again: none, for that change.
+_READ = 2
+
+
+def _fingerprint(st: os.stat_result) -> str:
+    return f"{_READ}:{st.st_mtime_ns}:{st.st_size}"
 
 
 def _stem(rel: str) -> str:
