@@ -77,8 +77,11 @@ def _indexed(index_dir: Path) -> dict[str, str]:
 
 
 def _fingerprints(root: Path) -> dict[str, str]:
-    return {f"notes:{p.name}": f"{p.stat().st_mtime_ns}:{p.stat().st_size}"
-            for p in root.glob("*.md")}
+    """What the folder's notes look like now, as the source fingerprints them."""
+    from notewell.sources import open_source
+
+    return {s.note_id: s.fingerprint
+            for s in open_source(config.SourceConfig("notes", "markdown", str(root))).scan()}
 
 
 def _mutate(root: Path, rng: random.Random, state: dict[int, int]) -> None:

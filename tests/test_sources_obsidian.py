@@ -69,10 +69,11 @@ def test_frontmatter_and_inline_tags(vault):
     notes = load_all(source(vault))
     daily = notes["Daily/2024-05-01.md"]
     assert daily.tags == ("journal", "health/sleep", "mood/tired")
-    assert daily.aliases == ("Mayday",)
+    # The note's path within the vault names it too (searched with its title).
+    assert daily.aliases == ("Mayday", "Daily/2024-05-01")
     apollo = notes["Projects/Apollo plan.md"]
     assert apollo.tags == ("work", "q3-goals")  # deprecated 'tag'; #2024 and code are not
-    assert apollo.aliases == ("AP", "apollo")
+    assert apollo.aliases == ("AP", "apollo", "Projects/Apollo plan")
     assert notes["Sleep hygiene.md"].tags == ()
 
 

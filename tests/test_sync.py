@@ -107,6 +107,28 @@ def test_one_paragraph_edit_reembeds_exactly_the_changed_chunk(tmp_path, folder)
     assert rows == 4
 
 
+def test_a_note_is_found_by_its_path_and_an_upgrade_reads_it_again_without_embedding(
+        tmp_path, folder):
+    """A Dendron-style page titled "CLI" answers to the words of its file name; notes read by
+    a notewell that did not index paths yet (fingerprints without the read version) are
+    read again once, and nothing is embedded again."""
+    from notewell.search.query import parse
+    from notewell.search.searcher import Searcher
+
+    (folder / "dendron.topic.pod.cli.md").write_text(
+        "---\ntitle: CLI\n---\n\nOptions: --configPath, --wsRoot.\n")
+    index, emb, syncer = setup(tmp_path)
+    syncer.sync(md(folder))
+    hits = Searcher(index, emb).run(parse("topic pod"), mode="bm25").hits
+    assert hits[0].note_id == "notes:dendron.topic.pod.cli.md"
+    with index.db:  # as an older notewell wrote them: mtime:size
+        index.db.execute("UPDATE notes SET fingerprint = substr(fingerprint, 3)")
+    emb.texts.clear()
+    report = syncer.sync(md(folder))
+    assert (report.updated + report.unchanged, report.embedded, emb.texts) == (4, 0, [])
+    assert syncer.sync(md(folder)).unchanged == 4
+
+
 def test_move_and_rename_keep_embeddings_delete_disappears(tmp_path, folder):
     index, emb, syncer = setup(tmp_path)
     syncer.sync(md(folder))

@@ -88,9 +88,7 @@ class MarkdownSource:
                     yield NoteStub(self._note_id(rel), f"{st.st_mtime_ns}:{st.st_size}")
 
     def _fingerprint(self, rel: str, st: os.stat_result) -> str:
-        # "2:": notes indexed before PDFs and frontmatter dates were read are read once
-        # more (nothing is embedded again unless a linked PDF brings new passages).
-        base = f"2:{st.st_mtime_ns}:{st.st_size}"
+        base = f"{_READ}:{st.st_mtime_ns}:{st.st_size}"
         links = self._links.get(rel)
         if not links:
             return base
@@ -192,7 +190,9 @@ class MarkdownSource:
             url=self.note_url(rel, path),
             path=path,
             tags=tuple(collect_tags(meta, body)),
-            aliases=tuple(meta_list(meta, "aliases", "alias")),
+            # The path in the folder names the note too (a Dendron vault's
+            # ``dendron.topic.pod.cli.md`` is titled "CLI"): searched with the title.
+            aliases=(*meta_list(meta, "aliases", "alias"), rel.rsplit(".", 1)[0]),
             created=meta_created(meta),
             modified=st.st_mtime,
             fingerprint=self._fingerprint(rel, st),
@@ -312,6 +312,13 @@ class MarkdownSource:
 
     def watch_paths(self) -> list[str]:
         return [self.root]
+
+
+# How notes are read; part of every fingerprint, so that a notewell which reads a note into
+# more than before reads every file again once (2: its path as an alias, linked PDFs,
+# frontmatter dates). Only notes whose passages changed are embedded again: for those
+# changes, none but the notes that link PDFs.
+_READ = 2
 
 
 def _stem(rel: str) -> str:
