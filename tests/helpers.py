@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-CLIENT = REPO / "client" / "notewell-query"
+SCRIPTS = REPO / "daemon" / "notewell" / "launcher" / "scripts"
+CLIENT = SCRIPTS / "notewell-query"
 SHARED = REPO.parent / "shared" / "data"
 
 sys.path.insert(0, str(REPO / "daemon"))

@@ -206,3 +206,23 @@ def test_cli_agent_status_and_unsupported_platform(home: Path, user_home: Path,
         assert stand.args("systemctl")[0][:2] == ["--user", "show"]
     with pytest.raises(agent.AgentError, match="notewell serve"):
         agent.manager("win32")
+
+
+@pytest.mark.parametrize("platform", ["darwin", "linux"])
+def test_the_installed_program_is_read_back_for_doctor(user_home: Path, tmp_path: Path,
+                                                       monkeypatch, platform: str):
+    """``doctor`` compares what the installed agent runs with this installation: after an
+    upgrade to another place the agent would keep running the old one."""
+    from notewell.ops import doctor
+
+    install_stand_ins(tmp_path, monkeypatch)
+    assert agent.installed_program(platform) is None
+    odd = ["/opt/my apps 100%/$bin/notewell", "serve"]
+    mgr = agent.manager(platform)
+    mgr.install(odd, agent.environment(odd))
+    assert agent.installed_program(platform) == odd
+    check = doctor.check_agent(platform, subprocess.run)  # the stand-ins are on PATH
+    assert check.status == "FAIL" and "not this installation" in check.detail
+    assert "notewell agent install" in check.fix
+    agent.install(platform)
+    assert agent.installed_program(platform) == agent.program()

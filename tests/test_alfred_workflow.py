@@ -15,7 +15,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from helpers import REPO, run_client, subprocess_env
+from helpers import CLIENT, REPO, SCRIPTS, run_client, subprocess_env
 from launcher_helpers import install_stand_ins
 from notewell.launcher import alfred, alfred_actions, alfred_workflow, icons
 from notewell.launcher.alfred_workflow import ALT, CMD, CTRL, FN, SHIFT
@@ -72,11 +72,11 @@ def test_script_filter_config(built: Path):
     assert cfg["queuedelaymode"] == 0 and cfg["queuedelayimmediatelyinitially"] is True
     assert cfg["alfredfiltersresults"] is False
     assert cfg["argumenttype"] == 1 and cfg["withspace"] is True
-    # From a checkout: Alfred's /bin/zsh sources the zsh client, absolute path, query as $1;
-    # its Python fallback is this installation's interpreter (a workflow variable).
+    # Alfred's /bin/zsh sources the zsh client shipped in the package, absolute path, query
+    # as $1; its Python fallback is this installation's interpreter (a workflow variable).
     assert cfg["type"] == 5
     argv = shlex.split(cfg["script"])
-    assert argv == ["source", str((REPO / "client" / "notewell-query.zsh").resolve()), "$1"]
+    assert argv == ["source", str((SCRIPTS / "notewell-query.zsh").resolve()), "$1"]
     assert plist["variables"]["NOTEWELL_PYTHON"] == os.path.abspath(sys.executable)
     assert plist["variables"]["NOTEWELL_PYTHONPATH"] == str(REPO / "daemon")
     assert plist["variables"]["NOTEWELL_HOME"] == os.environ["NOTEWELL_HOME"]
@@ -180,7 +180,7 @@ def test_checked_in_workflow_sources_match_the_generator():
     expected = alfred_workflow.plist_bytes(alfred_workflow.PLACEHOLDER)
     assert (wf / "info.plist").read_bytes() == expected, \
         "run: python -m notewell.launcher.alfred_workflow ."
-    assert (wf / "notewell-action").read_text() == alfred_workflow.ACTION_BOOTSTRAP
+    assert (wf / "notewell-action").read_text() == alfred_workflow.action_bootstrap()
     for rel, data in icons.alfred_files().items():
         assert same_picture((wf / rel).read_bytes(), data), \
             "run: python -m notewell.launcher.icons ."
@@ -217,7 +217,7 @@ def alfred_env(plist: dict, **extra: str) -> dict[str, str]:
     return env
 
 
-def test_without_a_checkout_the_script_filter_runs_the_python_client_with_bash():
+def test_without_the_zsh_client_the_script_filter_runs_the_python_client_with_bash():
     inst = alfred_workflow.Installation(python="/opt/nw/bin/python", client="notewell-query",
                                         pythonpath="/opt/nw/lib")
     language, script = alfred_workflow.script_filter_command(inst)
@@ -401,15 +401,15 @@ def test_cli_alfred_install_builds_and_says_what_to_do_off_macos(home: Path, tmp
         assert r.returncode == 1 and "macOS" in r.stdout
 
 
-def test_bundled_client_runs_without_a_checkout(tmp_path: Path, home):
-    inst = alfred_workflow.Installation(python=sys.executable,
-                                        client=alfred_workflow.BUNDLED_CLIENT,
+def test_the_packages_python_client_runs_from_a_bash_script_filter(tmp_path: Path, home):
+    inst = alfred_workflow.Installation(python=sys.executable, client=str(CLIENT),
                                         pythonpath=str(REPO / "daemon"))
     built = Path(alfred_workflow.build(str(tmp_path / "nw.alfredworkflow"), inst))
     wf = tmp_path / "wf"
     plist = unpack(built, wf)
+    assert not (wf / "notewell-query").exists()  # the client runs from the package
     (sf,) = objects_by_type(plist)[SCRIPT_FILTER]
-    assert sf["config"]["type"] == 0  # bash: no zsh client without a checkout
+    assert sf["config"]["type"] == 0  # bash, when there is no zsh client
     out = subprocess.run(["/bin/bash", "-c", sf["config"]["script"], "bash", "anything"],
                          cwd=wf, env=alfred_env(plist, NOTEWELL_HOME=str(home)),
                          capture_output=True, timeout=20)

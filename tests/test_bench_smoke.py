@@ -127,3 +127,19 @@ def test_search_only_and_compare_smoke(cache):
     table = out.stdout.split("median of 1 alternating rounds", 1)[1]
     row = next(line for line in table.splitlines() if line.startswith("sizes.0.n "))
     assert row.split()[1:] == ["3", "3", "1.000"]
+
+
+def test_mcp_smoke(cache, tmp_path):
+    out = run("mcp.py", "--fake", "--notes", "8", "--starts", "1", "--queries", "3",
+              "--transcript", str(tmp_path / "t.txt"), cache=cache)
+    for label in ("start-up to tools/list", "CPU time", "search_notes via stdio",
+                  "search_notes answer, 8 hits", "example session"):
+        assert label in out
+    transcript = (tmp_path / "t.txt").read_text()
+    assert transcript.startswith("> search_notes(") and "> get_note(note_id=" in transcript
+
+
+def test_cjk_keywords_smoke(cache):
+    out = run("cjk_keywords.py", "--english", "20", "--cjk", "10", "--queries", "3",
+              "--passes", "1", cache=cache)
+    assert "pairs add" in out and "cjk queries, pairs" in out

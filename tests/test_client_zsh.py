@@ -1,6 +1,6 @@
-"""The zsh client (client/notewell-query.zsh): the same request as the Python client, the
-daemon's JSON printed byte for byte, the same socket path, and every other case handed to
-the Python client."""
+"""The zsh client (notewell/launcher/scripts/notewell-query.zsh): the same request as the
+Python client, the daemon's JSON printed byte for byte, the same socket path, and every
+other case handed to the Python client."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from helpers import CLIENT, REPO, run_client, subprocess_env
-from notewell.wire import protocol
+from helpers import CLIENT, REPO, SCRIPTS, run_client, subprocess_env
+from notewell import __version__
+from notewell.wire import client, protocol
 
-ZSH_CLIENT = REPO / "client" / "notewell-query.zsh"
+ZSH_CLIENT = SCRIPTS / "notewell-query.zsh"
 pytestmark = pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
 
 
@@ -133,7 +134,7 @@ def test_request_is_the_python_clients_request_byte_for_byte(short_home, marker)
         for query in ["", "abc", "é" * 20, "x" * 31, "x" * 32, "x" * 255, "x" * 256,
                       "ü" * 3000]:
             assert run_zsh(env, query).stdout == b'{"items":[]}'
-            want = protocol.packb(protocol.request("search", query=query, format="alfred"))
+            want = protocol.packb(client.search_request(query))
             assert d.requests[-1] == want, len(query)
     finally:
         d.close()
@@ -258,3 +259,32 @@ def test_a_daemon_that_hangs_up_before_reading_means_the_fallback(short_home, ma
         assert got.returncode == 0 and fell_back(got, query), (got.returncode, got.stderr)
     finally:
         listener.close()
+
+
+def test_the_zsh_client_carries_this_packages_version():
+    # The daemon compares it with its own (a daemon older than its installation restarts).
+    (line,) = [x for x in ZSH_CLIENT.read_text().splitlines()
+               if x.startswith("typeset -g _notewell_version=")]
+    assert line.split("=", 1)[1] == __version__, (
+        "bump _notewell_version in notewell-query.zsh with notewell.__version__")
+    assert client.search_request("q")["notewell"] == __version__
+
+
+def test_default_fallback_of_an_installed_package_is_its_virtualenvs_python(tmp_path, home):
+    # <venv>/lib/pythonX.Y/site-packages/notewell/launcher/scripts: no checkout .venv above.
+    venv = tmp_path / "venv"
+    scripts = venv / "lib" / "python3.x" / "site-packages" / "notewell" / "launcher" / "scripts"
+    scripts.mkdir(parents=True)
+    (scripts / "notewell-query.zsh").write_text(ZSH_CLIENT.read_text())
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python").write_text('#!/bin/sh\nprintf "VENV %s|" "$@"\n')
+    (venv / "bin" / "python").chmod(0o755)
+    env = {k: v for k, v in subprocess_env(home).items() if k != "NOTEWELL_PYTHON"}
+    got = run_zsh_file(scripts / "notewell-query.zsh", env, "q")
+    want = f"VENV -IS|VENV {scripts / 'notewell-query'}|VENV q|"
+    assert got.stdout.decode() == want, got.stderr
+
+
+def run_zsh_file(path: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["zsh", "-f", str(path), *args], capture_output=True, env=env,
+                          timeout=10, check=False)

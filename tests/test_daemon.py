@@ -12,7 +12,7 @@ import time
 
 import msgpack
 import pytest
-from helpers import REPO, notewell_command, run_client, start_daemon, subprocess_env
+from helpers import CLIENT, notewell_command, run_client, start_daemon, subprocess_env
 from notewell.wire import paths, protocol
 
 
@@ -98,7 +98,7 @@ def test_client_prints_alfred_json_from_the_daemon(daemon):
 
 
 def test_client_survives_invalid_utf8_and_control_characters(daemon):
-    cmd = [sys.executable, "-IS", str(REPO / "client" / "notewell-query"),
+    cmd = [sys.executable, "-IS", str(CLIENT),
            os.fsdecode(b"caf\xe9 \x01bread")]
     out = subprocess.run(cmd, capture_output=True, env=subprocess_env(daemon.home), timeout=10)
     assert out.returncode == 0

@@ -74,7 +74,8 @@ def test_aggregate_averages_over_every_query_per_type_and_overall():
 def test_golden_loader_reads_the_bundled_set_and_rejects_bad_lines(tmp_path):
     queries = metrics.load_golden(demo_golden_path())
     assert len(queries) >= 50
-    assert {q.type for q in queries} == {"exact", "paraphrase", "synonym", "vague"}
+    assert {q.type for q in queries} == {"exact", "paraphrase", "synonym", "vague",
+                                         "de", "es", "zh", "ja"}  # languages: their own type
     assert all(q.relevant for q in queries)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "1", "query": "x", "relevant": ["a.md"]}\n{"id": 2}\n')
@@ -201,7 +202,9 @@ def test_cli_defaults_to_the_demo_golden_set_with_types(home):
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert list(doc) == ["bm25", "keyword"]
-    assert set(doc["bm25"]) == {"all", "exact", "paraphrase", "synonym", "vague"}
+    assert set(doc["bm25"]) == {"all", "exact", "paraphrase", "synonym", "vague",
+                                "de", "es", "zh", "ja"}
+    assert doc["bm25"]["zh"]["recall@10"] > 0.5 and doc["bm25"]["ja"]["recall@10"] > 0.5
     assert doc["bm25"]["exact"]["recall@10"] > 0.9
     table = run_cli(home, "--methods", "bm25")
     assert table.returncode == 0 and "ndcg@10" in table.stdout and "paraphrase:" in table.stdout

@@ -191,7 +191,7 @@ def test_migration_3_moves_vectors_into_small_chunks_and_keeps_them(tmp_path, mo
         old.db.execute("DELETE FROM vectors WHERE rowid = ?", (ids[7],))  # a gap
     old.close()
     new = Index(path, SETTINGS)
-    assert new.db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert new.db.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
     sql = new.db.execute("SELECT sql FROM sqlite_master WHERE name = 'vectors'").fetchone()[0]
     assert f"chunk_size={schema.VECTOR_CHUNK}" in sql
     assert new.db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'vectors_moving'"
@@ -237,7 +237,7 @@ def test_an_upgrade_is_kept_when_compacting_after_it_fails(tmp_path, monkeypatch
     monkeypatch.setattr(database, "connect", lambda p: DiskFull(connect(p)))
     with caplog.at_level("WARNING", logger="notewell.index.schema"):
         new = Index(path, SETTINGS)
-    assert new.db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert new.db.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
     new.copies.settings.vectors = False
     assert new.reads.knn(v[3], 1)[0][0] == 4  # the fourth vector stored, found after the move
     new.close()

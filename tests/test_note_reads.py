@@ -83,6 +83,20 @@ def test_a_section_by_path_and_a_heading_inside_code_is_no_heading(lib):
         lib.note("notes:work/handbook.md", heading="not a heading")
 
 
+def test_an_empty_heading_is_the_whole_note(lib):
+    """A hit's heading path is empty for text above the first heading."""
+    page = lib.note("notes:work/handbook.md", heading=" ")
+    assert page["heading"] is None and page["text"].startswith("# Handbook")
+
+
+def test_every_hits_heading_path_finds_its_section(lib):
+    """What search shows as a hit's heading path is what get_note's heading takes."""
+    for query in ("install", "linux apt", "vacuum", "bananas", "release plan"):
+        for hit in lib.search(query, limit=20).hits:
+            page = lib.note(hit.note_id, heading=hit.heading_path)
+            assert hit.passage.split()[0] in page["text"], (query, hit.heading_path)
+
+
 def test_long_notes_come_in_pages_that_join_up(lib):
     pages, offset = [], 0
     while offset is not None:
@@ -258,7 +272,9 @@ def test_show_tags_recent_commands(home, notes_config, notes_dir, with_daemon):
         out = run(home, "recent", "--tag", "work", "--before", "2999")
         assert "Handbook" in out.stdout and "Lisbon" not in out.stdout
         out = run(home, "recent", "--after", "soonish")
-        assert out.returncode == 1 and "--after: cannot read 'soonish'" in out.stderr
+        assert out.returncode == 1 and out.stderr.startswith(
+            "notewell: --after: cannot read 'soonish' as a date; use an ISO date")
+        assert "Traceback" not in out.stderr
         out = run(home, "search", "install", "#work", "--before", "2025-03", "--json")
         assert [h["title"] for h in json.loads(out.stdout)] == ["Plan"]
     finally:

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,16 @@ def test_search_and_similar_over_the_socket(probe: Path, daemon, home: Path):
 
 def test_daemon_down_is_reported_as_down(probe: Path, home: Path):
     assert node(probe, "search", "x", env=subprocess_env(home))["error"] == "down"
+
+
+def test_the_extension_finds_the_notewell_that_last_ran_with_its_home(probe: Path, home: Path):
+    """Like the Alfred workflow, which has the paths filled in when it is built: an installed
+    notewell records its command in its home, and the extension starts the daemon with it."""
+    from notewell.ops import agent
+
+    env = subprocess_env(home)
+    assert node(probe, "command", env=env) == []
+    subprocess.run([sys.executable, "-m", "notewell", "alfred", "build"], env=env,
+                   capture_output=True, timeout=60, check=True)
+    assert node(probe, "command", env=env) == agent.program()[:-1]
+    assert node(probe, "command", "/opt/nw/bin/notewell", env=env) == ["/opt/nw/bin/notewell"]

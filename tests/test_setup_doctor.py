@@ -148,12 +148,13 @@ def test_doctor_all_ok_on_a_working_install(daemon, home: Path, user_home: Path,
 
     # The rewrite is chosen by measuring it here: a machine where it is slower says so.
     rewrite = recorded_choice(MODEL_SHA256)["use"] == "rewrite"
-    assert statuses == {"sqlite extension": "ok", "model files": "ok",
+    assert statuses == {"installation": "ok", "sqlite extension": "ok", "model files": "ok",
                         "model in memory": "ok" if rewrite else "warn", "config": "ok",
                         "source notes": "ok", "index": "ok", "daemon": "ok",
                         "socket permissions": "ok", "agent": "ok",
                         "alfred workflow": "ok",
                         "alfred client": "ok" if shutil.which("zsh") else "skip",
+                        "mcp clients": "skip",
                         }, [c.line() for c in checks]
     assert not doctor.failed(checks)
 
@@ -230,7 +231,8 @@ def test_doctor_cli_exits_non_zero_and_prints_one_line_per_check(home: Path, use
                          text=True, env=env, timeout=60)
     assert out.returncode == 1
     lines = out.stdout.splitlines()
-    assert lines[0].startswith("ok   sqlite extension")
+    assert lines[0].startswith("ok   installation: notewell ")
+    assert lines[1].startswith("ok   sqlite extension")
     assert any(line.startswith("FAIL config") and "notewell setup" in line for line in lines)
     assert all(line.split()[0] in ("ok", "warn", "FAIL", "skip") for line in lines)
 
@@ -247,7 +249,9 @@ def test_doctor_flags_a_zsh_client_that_cannot_answer_by_itself(tmp_path: Path, 
     mac = doctor.check_fast_client("darwin", daemon_up=True)
     assert mac.status == "FAIL" and "Python client answers instead" in mac.detail and mac.fix
     assert doctor.check_fast_client("linux", daemon_up=True).status == "skip"
-    no_checkout = alfred_workflow.Installation(python=sys.executable, client="notewell-query",
-                                               pythonpath=str(tmp_path))
-    monkeypatch.setattr(alfred_workflow, "this_installation", lambda: no_checkout)
-    assert doctor.check_fast_client("darwin", daemon_up=True).status == "skip"
+    no_zsh = alfred_workflow.Installation(python=sys.executable, client="notewell-query",
+                                          pythonpath=str(tmp_path))
+    monkeypatch.setattr(alfred_workflow, "this_installation", lambda: no_zsh)
+    damaged = doctor.check_fast_client("darwin", daemon_up=True)
+    assert damaged.status == "FAIL" and "missing" in damaged.detail
+    assert doctor.check_fast_client("linux", daemon_up=True).status == "skip"

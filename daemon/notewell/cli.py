@@ -22,11 +22,21 @@ if TYPE_CHECKING:
     from notewell.model.embedding import Embedder
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+# Commands that must start fast and stay thin: run before main imports anything heavy.
+LIGHT_COMMANDS = frozenset({"mcp"})
 
 
 def command(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     COMMANDS[fn.__name__.removeprefix("cmd_").replace("_", "-")] = fn
     return fn
+
+
+class _Version(argparse.Action):
+    # argparse's own "version" action re-wraps the text to the terminal's width.
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        print(f"notewell {__version__} ({here}, Python {sys.version.split()[0]})")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Semantic search over your notes (Bear, Obsidian, Markdown), "
                     "answered by a warm local daemon. Files live in $NOTEWELL_HOME "
                     f"(now {paths.home()}).")
-    p.add_argument("--version", action="version", version=f"notewell {__version__}")
+    p.add_argument("--version", action=_Version, nargs=0,
+                   help="show the version, where this notewell is installed, and exit")
     p.add_argument("-v", "--verbose", action="store_true", help="log more (to stderr)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -177,6 +188,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-agent", action="store_true", help="skip installing the agent")
     s.add_argument("--no-workflow", action="store_true", help="skip the Alfred workflow")
 
+    s = sub.add_parser("mcp", help="the MCP server for AI agents (stdio), or `mcp install` "
+                       "to add it to Claude Desktop, Claude Code or Cursor",
+                       description="Without an action: serve the Model Context Protocol on "
+                       "stdin/stdout (what an agent's client runs), answering from the "
+                       "daemon, which it starts when it is not running. install: add or "
+                       "update the notewell entry in a client's configuration.")
+    s.add_argument("action", nargs="?", choices=("install",),
+                   help="install: add notewell to --client's configuration")
+    s.add_argument("--client", choices=("claude-desktop", "claude-code", "cursor"),
+                   help="with install: which client")
+    s.add_argument("--dry-run", action="store_true", help="with install: print the change, "
+                   "change nothing")
+    s.add_argument("--no-start", action="store_true", help="never start the daemon; tools "
+                   "report that it is down")
+    s.add_argument("--wait", type=float, default=20.0, metavar="SECONDS",
+                   help="how long a tool call waits for a starting daemon (default 20)")
+
     sub.add_parser("doctor", help="check each link from the SQLite extension to the Alfred "
                    "workflow, and say what to fix",
                    description="One line per check (ok, FAIL or skip) with the next step for "
@@ -197,6 +225,8 @@ def main(argv: list[str] | None = None, *,
     if not args.command:
         parser.print_help()
         return 2
+    if args.command in LIGHT_COMMANDS:  # imports no index, model or config code
+        return COMMANDS[args.command](args)
     from notewell.config import ConfigError
     from notewell.index.schema import IndexProblem
     from notewell.model.files import ModelError
@@ -221,9 +251,10 @@ def _load_config():
 
 
 def _default_embedder() -> Embedder:
-    from notewell.model.runtime import default_embedder
+    """The model ``config.toml`` names in ``[model]``, else the shipped one."""
+    from notewell.engine import embedder_for
 
-    return default_embedder()
+    return embedder_for(_load_config())
 
 
 def _engine(args: argparse.Namespace):
@@ -297,11 +328,12 @@ def cmd_index(args: argparse.Namespace) -> int:
         return 1
     start = time.monotonic()
     if args.rebuild:
-        from notewell.ingest.chunking import ChunkSettings
+        from notewell.engine import chunker_for
         from notewell.sources import open_source
 
-        reports = rebuild([open_source(s) for s in config.sources], args.embedder(),
-                          ChunkSettings(), paths.index_dir(), progress=not args.quiet)[1]
+        embedder = args.embedder()
+        reports = rebuild([open_source(s) for s in config.sources], embedder,
+                          chunker_for(embedder), paths.index_dir(), progress=not args.quiet)[1]
     else:
         engine = _engine(args)
         reports = engine.sync(progress=not args.quiet)
@@ -343,8 +375,10 @@ def cmd_sync(args: argparse.Namespace) -> int:
 @command
 def cmd_serve(args: argparse.Namespace) -> int:
     from notewell.engine import Engine
+    from notewell.ops.agent import record_command
     from notewell.serve.daemon import run
 
+    record_command()  # where Raycast finds this installation to start the daemon
     return run(_load_config(), poll_seconds=args.poll,
                engine_factory=lambda cfg: Engine(cfg, embedder=args.embedder()))
 
@@ -357,7 +391,10 @@ def _dates(args: argparse.Namespace) -> dict:
     for flag, name in (("after", "modified_after"), ("before", "modified_before")):
         value = getattr(args, flag, None)
         if value is not None:
-            dates.parse(value, name=f"--{flag}")
+            try:
+                dates.parse(value, name=f"--{flag}")
+            except dates.DateError as e:
+                raise SystemExit(f"notewell: {e}") from None
             found[name] = value
     return found
 
@@ -516,7 +553,9 @@ def cmd_vaults(args: argparse.Namespace) -> int:
 @command
 def cmd_alfred(args: argparse.Namespace) -> int:
     from notewell.launcher import alfred_workflow
+    from notewell.ops.agent import record_command
 
+    record_command()
     path = alfred_workflow.build(args.out)
     if args.action == "build":
         print(f"built {path}; `notewell alfred install` opens it in Alfred")
@@ -613,3 +652,26 @@ def cmd_eval(args: argparse.Namespace) -> int:
     print(f"{what}: {time.monotonic() - start:.1f}s")
     print(evaluate.format_table(results))
     return 0
+
+
+@command
+def cmd_mcp(args: argparse.Namespace) -> int:
+    if args.action == "install":
+        from notewell.ops import mcp_clients
+
+        if not args.client:
+            print("notewell: mcp install needs --client claude-desktop|claude-code|cursor",
+                  file=sys.stderr)
+            return 2
+        try:
+            print(mcp_clients.install(args.client, dry_run=args.dry_run))
+        except mcp_clients.ClientConfigError as e:
+            print(f"notewell: {e}", file=sys.stderr)
+            return 1
+        return 0
+    if args.client or args.dry_run:
+        print("notewell: --client and --dry-run go with `notewell mcp install`", file=sys.stderr)
+        return 2
+    from notewell.agents import server
+
+    return server.run(start=not args.no_start, wait=args.wait)

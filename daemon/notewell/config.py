@@ -2,7 +2,9 @@
 
 Sources are ``[[sources]]`` tables with ``name``, ``type``, ``path`` and ``exclude``; any
 other key is kept in ``options`` for the source type to read (e.g. Bear's
-``include_archived``). A missing file means no sources, not an error.
+``include_archived``). An optional ``[model]`` table names a model folder of the user's
+own (``ModelConfig``; checked and loaded by ``model.custom``). A missing file means no
+sources, not an error.
 """
 
 from __future__ import annotations
@@ -35,10 +37,31 @@ class SourceConfig:
 
 
 @dataclass(frozen=True)
+class ModelConfig:
+    """``[model]``: a folder with ``model.onnx`` and ``tokenizer.json``; every other
+    setting None means the model folder's own or the usual default (``model.custom``)."""
+
+    path: str
+    pooling: str | None = None
+    normalize: bool | None = None
+    max_tokens: int | None = None
+    query_prefix: str | None = None
+    passage_prefix: str | None = None
+
+    def settings(self) -> dict:
+        """The settings as ``model.custom.open_folder`` takes them."""
+        return {k: getattr(self, k) for k in MODEL_KEYS if k != "path"}
+
+
+MODEL_KEYS = ("path", "pooling", "normalize", "max_tokens", "query_prefix", "passage_prefix")
+
+
+@dataclass(frozen=True)
 class Config:
     sources: tuple[SourceConfig, ...] = ()
     debug_log: bool = False
     path: str | None = None
+    model: ModelConfig | None = None
 
 
 def load(path: str | None = None) -> Config:
@@ -81,7 +104,37 @@ def parse(data: dict, path: str | None = None) -> Config:
         options = {k: v for k, v in raw.items() if k not in ("name", "type", "path", "exclude")}
         _check_pdf_options(where, kind, options)
         sources.append(SourceConfig(name, kind, src_path, tuple(exclude), options))
-    return Config(tuple(sources), bool(data.get("debug_log", False)), path)
+    return Config(tuple(sources), bool(data.get("debug_log", False)), path,
+                  parse_model(data.get("model"), path))
+
+
+def parse_model(raw, path: str | None = None) -> ModelConfig | None:
+    """The ``[model]`` table, its types checked (the folder itself is checked when the
+    model loads, and by ``notewell doctor``)."""
+    if raw is None:
+        return None
+    where = f"[model] in {path or 'config'}"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} must be a table")
+    unknown = sorted(set(raw) - set(MODEL_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: "
+                          f"{', '.join(MODEL_KEYS)}")
+    folder = raw.get("path")
+    if not isinstance(folder, str) or not folder:
+        raise ConfigError(f"{where}: 'path' must name the folder holding model.onnx and "
+                          "tokenizer.json")
+    kinds = {"pooling": str, "normalize": bool, "max_tokens": int, "query_prefix": str,
+             "passage_prefix": str}
+    for key, kind in kinds.items():
+        value = raw.get(key)
+        if value is not None and (not isinstance(value, kind)
+                                  or (kind is int and isinstance(value, bool))):
+            raise ConfigError(f"{where}: '{key}' must be a {kind.__name__}")
+    if raw.get("pooling") not in (None, "mean", "cls"):
+        raise ConfigError(f"{where}: 'pooling' must be \"mean\" or \"cls\"")
+    return ModelConfig(os.path.abspath(os.path.expanduser(folder)),
+                       **{k: raw.get(k) for k in kinds})
 
 
 PDF_MODES = ("linked", "all", "none")
@@ -104,6 +157,13 @@ def dump(config: Config) -> str:
     lines = []
     if config.debug_log:
         lines += ["debug_log = true", ""]
+    if config.model is not None:
+        lines.append("[model]")
+        for key in MODEL_KEYS:
+            value = getattr(config.model, key)
+            if value is not None:
+                lines.append(f"{key} = {_toml_value(value)}")
+        lines.append("")
     for s in config.sources:
         lines.append("[[sources]]")
         lines.append(f"name = {_toml_str(s.name)}")

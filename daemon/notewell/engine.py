@@ -21,8 +21,9 @@ from notewell.index.database import Index
 from notewell.index.schema import SCHEMA_VERSION, BuildSettings
 from notewell.ingest.chunking import ChunkSettings, heading_paths, section
 from notewell.ingest.sync import Syncer, SyncReport
+from notewell.model.custom import open_folder
 from notewell.model.embedding import Embedder
-from notewell.model.runtime import default_embedder
+from notewell.model.runtime import custom_embedder, default_embedder
 from notewell.notes import Hit
 from notewell.search import dates, filters
 from notewell.search.query import Query, parse, typing_tag
@@ -60,8 +61,8 @@ class Engine:
                  index_dir: str | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
         self.clock = clock  # "now" for relative dates (7d, 3m)
-        self.embedder = embedder or default_embedder()
-        self.chunker = chunker or ChunkSettings()
+        self.embedder = embedder or embedder_for(config)
+        self.chunker = chunker or chunker_for(self.embedder)
         self.ranking = ranking
         self.index_dir = index_dir or paths.index_dir()
         self.settings = BuildSettings(self.embedder.fingerprint(), self.embedder.dim,
@@ -169,6 +170,8 @@ class Engine:
             raise NoteNotFound(f"note {note_id!r} is no longer in its source; the index "
                                "drops it at its next sync")
         text = note.text
+        if heading is not None and not heading.strip():
+            heading = None  # a hit without a heading path: the whole note
         if heading is not None:
             text = section(note.text, heading, note.title)
             if text is None:
@@ -307,24 +310,47 @@ class Engine:
         return current if current != self.index.path else None
 
 
+def embedder_for(config: Config) -> Embedder:
+    """The model ``config`` names in ``[model]``, else the shipped one; ``ModelError``
+    saying what is wrong with a folder that does not load."""
+    if config.model is None:
+        return default_embedder()
+    return custom_embedder(open_folder(config.model.path, **config.model.settings()))
+
+
+def chunker_for(embedder: Embedder) -> ChunkSettings:
+    """The chunker's budget for the embedder's maximum tokens (test doubles: the
+    default)."""
+    tokens = getattr(embedder, "max_tokens", None)
+    return ChunkSettings.for_tokens(tokens) if isinstance(tokens, int) else ChunkSettings()
+
+
 def rebuild(sources: list[Source], embedder: Embedder, chunker: ChunkSettings,
             index_dir: str, progress: bool = False) -> tuple[str, list[SyncReport]]:
     """Build a fresh index beside the live one, then publish it atomically, so searches
     keep answering from the old one meanwhile. Works when the live index is unusable
-    (other model, corrupt); vectors it holds from the same embedder are reused."""
+    (other model, corrupt); vectors it holds from the same embedder are reused. After a
+    switch of model the old model's vectors are kept (``store.keep_vectors``) and a
+    model switched back to takes its kept vectors in: neither re-embeds what it had."""
     paths.ensure_private_dir(index_dir)
     settings = BuildSettings(embedder.fingerprint(), embedder.dim, chunker.fingerprint())
     building = store.building_path(index_dir)
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(building + suffix):
             os.remove(building + suffix)
+    current = store.current_path(index_dir)
+    store.keep_vectors(current, index_dir, settings.embedder)
     fresh = Index(building, settings)
-    fresh.import_vectors(store.current_path(index_dir))
+    fresh.import_vectors(current)
+    kept = store.kept_vectors_path(index_dir, settings.embedder)
+    fresh.import_vectors(kept)
     syncer = Syncer(fresh, embedder, chunker)
     reports = [syncer.sync(src, progress=progress) for src in sources]
     fresh.checkpoint()
     fresh.close()
-    return store.publish(building), reports
+    final = store.publish(building)
+    store.forget_vectors(index_dir, settings.embedder)  # in the live index now
+    return final, reports
 
 
 def _size(path: str) -> int:

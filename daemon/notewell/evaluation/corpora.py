@@ -86,7 +86,7 @@ def eval_index(source: Source, embedder: Embedder, key: str,
     chunker change."""
     from notewell.engine import rebuild
 
-    chunker = chunker or ChunkSettings()
+    chunker = chunker or ChunkSettings.for_tokens(getattr(embedder, "max_tokens", 256))
     directory = paths.ensure_private_dir(eval_dir(key))
     settings = BuildSettings(embedder.fingerprint(), embedder.dim, chunker.fingerprint())
     try:

@@ -17,7 +17,7 @@ it holds the same terms; a test checks its scores against ``bm25()`` itself. It 
 the index by the ``chunks_epoch`` meta value, which every chunk write changes: a copy of
 another epoch is not used, and a new one is built behind the searches (``copies``).
 
-May import ``index.terms`` and ``index.topk``.
+May import ``index.terms``, ``index.cjk`` and ``index.topk``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from notewell.index.cjk import segment
 from notewell.index.terms import Tokens, Vocabulary, prefix_range
 from notewell.index.topk import top
 
@@ -345,10 +346,12 @@ _EMPTY_FREQS = np.zeros(0, dtype=np.float32)
 
 def columns(title: str, aliases: Sequence[str], heading: str | Sequence[str], text: str,
             tags: Sequence[str]) -> tuple[str, str, str, str]:
-    """A chunk's four FTS5 columns (title, heading, body, tags) as ``Index`` writes them."""
+    """A chunk's four FTS5 columns (title, heading, body, tags) as ``Index`` writes them,
+    Chinese, Japanese and Korean runs as bigrams (``cjk``; other text unchanged)."""
     heading_text = heading.replace(" > ", " ") if isinstance(heading, str) else " ".join(
         heading)
-    return " ".join((title, *aliases)), heading_text, text, " ".join(tags)
+    return (segment(" ".join((title, *aliases))), segment(heading_text), segment(text),
+            segment(" ".join(tags)))
 
 
 def build(rows: Iterable[Row], tokens: Tokens, weights: tuple[float, ...], epoch: str = "",

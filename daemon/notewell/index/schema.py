@@ -7,8 +7,8 @@ raises ``IndexMismatch``), the ``meta`` table, the errors an unusable file raise
 checks: integrity, the one-to-one links between notes, chunks, FTS rows and vectors, and
 what ``notewell doctor`` reads without opening an ``Index`` (``probe``, ``describe``).
 
-May import ``index.terms`` (the tokenizer the FTS5 table is created with) and nothing else
-of notewell.
+May import ``index.terms`` (the tokenizer the FTS5 table is created with) and
+``index.cjk`` (what migration 4 writes), nothing else of notewell.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from typing import NamedTuple
 import apsw
 import sqlite_vec
 
+from notewell.index.cjk import has_cjk, segment
 from notewell.index.terms import FTS_TOKENIZER
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Vectors per vec0 chunk, since the schema version that moved them (migration 3).
 VECTOR_CHUNK = 64
 VECTORS_MOVED = 3
@@ -43,8 +44,37 @@ class IndexCorrupt(IndexProblem):
     """The file is not a usable SQLite database."""
 
 
-def migrations(dim: int) -> list[list[str]]:
-    """Migration N brings ``user_version`` from N to N+1. Append; never edit a shipped one."""
+# The FTS5 columns of every chunk as ``keywords.columns`` writes them, before CJK pairs.
+_FTS_COLUMNS = """SELECT c.id,
+           n.title || coalesce((SELECT ' ' || group_concat(value, ' ')
+                                FROM json_each(n.aliases)), ''),
+           replace(c.heading_path, ' > ', ' '), c.text,
+           coalesce((SELECT group_concat(value, ' ') FROM json_each(n.tags)), '')
+    FROM chunks c JOIN notes n ON n.id = c.note"""
+
+
+def _cjk_pairs(db: apsw.Connection) -> None:
+    """Migration 4: FTS rows of chunks with Chinese, Japanese or Korean text rewritten with
+    those runs as character pairs (``cjk``); other rows, whose text is unchanged by it, are
+    left as they are (an English index rewrites nothing)."""
+    todo = [row for row in db.execute(_FTS_COLUMNS) if any(has_cjk(x) for x in row[1:])]
+    if todo:
+        log.info("re-indexing %d passages with Chinese, Japanese or Korean text", len(todo))
+    for done, (rowid, *columns) in enumerate(todo, 1):
+        db.execute("DELETE FROM chunks_fts WHERE rowid = ?", (rowid,))
+        db.execute("INSERT INTO chunks_fts(rowid, title, heading, body, tags) "
+                   "VALUES (?, ?, ?, ?, ?)", (rowid, *(segment(x) for x in columns)))
+        if done % 5000 == 0:
+            log.info("re-indexed %d of %d passages", done, len(todo))
+    if todo:  # the keyword copies follow this value
+        db.execute("INSERT INTO meta(key, value) VALUES ('chunks_epoch', "
+                   "lower(hex(randomblob(8)))) "
+                   "ON CONFLICT(key) DO UPDATE SET value = excluded.value")
+
+
+def migrations(dim: int) -> list[list]:
+    """Migration N brings ``user_version`` from N to N+1. Append; never edit a shipped one.
+    A step is an SQL statement or a function of the connection."""
     return [
         [
             "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -108,6 +138,8 @@ def migrations(dim: int) -> list[list[str]]:
             "INSERT INTO vectors(rowid, embedding) SELECT id, embedding FROM vectors_moving",
             "DROP TABLE vectors_moving",
         ],
+        # 4: Chinese, Japanese and Korean runs as character pairs in the keyword index.
+        [_cjk_pairs],
     ]
 
 
@@ -169,7 +201,10 @@ def upgrade(db: apsw.Connection, path: str, settings: BuildSettings) -> None:
     for n in range(version, len(steps)):
         with db:
             for statement in steps[n]:
-                db.execute(statement)
+                if callable(statement):
+                    statement(db)
+                else:
+                    db.execute(statement)
             db.execute(f"PRAGMA user_version={n + 1}")
     if 0 < version < VECTORS_MOVED:
         _compact(db, path)  # the old vectors' pages are free now
@@ -196,6 +231,13 @@ def check_settings(db: apsw.Connection, settings: BuildSettings) -> None:
     stored = read_meta(db)
     for key, want in settings.as_meta().items():
         have = stored.get(key)
+        if have != want and key in ("embedder", "dim"):
+            raise IndexMismatch(
+                f"the index was built with another model ({stored.get('embedder')!r}, "
+                f"{stored.get('dim')} dimensions) than notewell now uses ({settings.embedder!r}, "
+                f"{settings.dim}): run `notewell index --rebuild` (the old model's vectors "
+                "are kept, so switching back re-embeds nothing)"
+            )
         if have != want:
             raise IndexMismatch(
                 f"the index was built with {key} {have!r}, but notewell now uses "

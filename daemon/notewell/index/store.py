@@ -6,23 +6,29 @@ is finished and closed (so no WAL file is left behind to confuse the next reader
 notice the new generation and reopen. A file that is not a usable database is moved aside
 as ``*.corrupt-<time>`` (never deleted) and a fresh generation starts.
 
+When a rebuild replaces an index built with another model, that model's vectors are kept
+in ``vectors-<key>.sqlite`` beside the generations (an index file holding vectors only;
+the ``KEEP_MODELS`` most recent models), so switching back to it re-embeds nothing.
+
 May import ``index.database``, ``index.schema`` and ``wire.paths``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import re
 import time
 
 from notewell.index.database import Index
-from notewell.index.schema import BuildSettings, IndexCorrupt
+from notewell.index.schema import BuildSettings, IndexCorrupt, describe
 from notewell.wire import paths
 
 log = logging.getLogger(__name__)
 _GEN = re.compile(r"^index-(\d+)\.sqlite$")
+KEEP_MODELS = 3  # models whose vectors are kept after a switch away from them
 
 
 def generations(directory: str | None = None) -> list[tuple[int, str]]:
@@ -120,3 +126,50 @@ def remove_old(directory: str | None = None, keep: str | None = None) -> list[st
                 os.remove(path + suffix)
         removed.append(path)
     return removed
+
+
+def kept_vectors_path(directory: str, embedder: str) -> str:
+    """Where the vectors of the model with fingerprint ``embedder`` are kept."""
+    key = hashlib.sha256(embedder.encode()).hexdigest()[:16]
+    return os.path.join(directory, f"vectors-{key}.sqlite")
+
+
+def keep_vectors(path: str, directory: str, new_embedder: str) -> str | None:
+    """Before a rebuild with the model ``new_embedder``: if the index at ``path`` was
+    built with another model, copy its vectors into that model's kept file; the file, or
+    None (same model, no index, or an unreadable one: nothing to keep)."""
+    try:
+        meta = describe(path).meta if os.path.exists(path) else {}
+    except Exception:  # a damaged index has nothing to give
+        return None
+    old = meta.get("embedder")
+    if not old or old == new_embedder or not meta.get("dim", "").isdigit():
+        return None
+    kept = kept_vectors_path(directory, old)
+    index = Index(kept, BuildSettings(old, int(meta["dim"]), meta.get("chunker", "")))
+    try:
+        index.import_vectors(path)
+        index.checkpoint()
+    finally:
+        index.close()
+    log.info("kept the vectors of %s in %s", old, kept)
+    _forget_oldest(directory)
+    return kept
+
+
+def _forget_oldest(directory: str) -> None:
+    kept = sorted((os.path.getmtime(os.path.join(directory, n)), n)
+                  for n in os.listdir(directory)
+                  if n.startswith("vectors-") and n.endswith(".sqlite"))
+    for _, name in kept[:-KEEP_MODELS]:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(directory, name + suffix))
+
+
+def forget_vectors(directory: str, embedder: str) -> None:
+    """Delete the kept vectors of ``embedder`` (after a rebuild took them in)."""
+    path = kept_vectors_path(directory, embedder)
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path + suffix)

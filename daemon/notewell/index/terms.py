@@ -8,7 +8,7 @@ posting lists. The daemon's keyword copy (``keywords.py``) answers both from mem
 it is built, and in one-shot commands, the vocabulary comes from one scan of ``fts5vocab``
 (0.3 s for 100,000 chunks) and the few candidate passages are run through FTS5's
 tokenizer (5 us each). Either way the answers match what FTS5 itself indexed: the same
-stems, the same diacritics folding. Imports nothing of notewell.
+stems, the same diacritics folding, the same CJK pairs. Imports ``index.cjk``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from collections.abc import Iterable
 
 import apsw
 import numpy as np
+
+from notewell.index.cjk import segment_query
 
 # The tokenizer of ``chunks_fts`` as its CREATE statement spells it, and as apsw takes it.
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -137,6 +139,10 @@ class Tokens:
         self._tokenize = conn.fts5_tokenizer(*TOKENIZER)
 
     def terms(self, text: str, query: bool = False) -> list[str]:
+        """``text``'s terms; a query's CJK runs are cut into pairs first (``cjk``), as a
+        passage's were before they were indexed."""
+        if query:
+            text = segment_query(text)
         flags = apsw.FTS5_TOKENIZE_QUERY if query else apsw.FTS5_TOKENIZE_DOCUMENT
         # Without offsets or colocated tokens apsw gives plain strings.
         return self._tokenize(text.encode("utf-8", "replace"), flags, None,
@@ -146,6 +152,7 @@ class Tokens:
         """A word being typed, as FTS5 reads it for a prefix query (its last term is the
         prefix; a word like ``snake_ca`` is two terms)."""
         flags = apsw.FTS5_TOKENIZE_QUERY | apsw.FTS5_TOKENIZE_PREFIX
+        fragment = segment_query(fragment)
         return self._tokenize(fragment.encode("utf-8", "replace"), flags, None,
                               include_offsets=False, include_colocated=False)
 

@@ -5,7 +5,9 @@ path ("Title > Section > Subsection"), tiny sections are merged into their neigh
 ones are packed paragraph by paragraph and, when a single paragraph is still too long, cut
 into overlapping windows. Sizes are counted in word pieces (runs of letters/digits and
 single punctuation marks), which is how BERT's pre-tokenizer splits text before WordPiece;
-see ``ChunkSettings`` for the measured budget.
+see ``ChunkSettings`` for the measured budget. A Chinese, Japanese or Korean character
+counts as a piece (``index.cjk``), and a sentence ends at 。！？ too, so text without
+spaces is cut to the same budget.
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
+from notewell.index.cjk import CJK_CHARS
 from notewell.notes import Attachment, Chunk, Note
 from notewell.sources.markdown import iter_fenced
 
-_PIECE = re.compile(r"\w+|[^\w\s]")
+# A Chinese, Japanese or Korean character is a piece of its own: those scripts put no
+# spaces between words, and a model reads about one token per character or two.
+_PIECE = re.compile(rf"[{CJK_CHARS}]|(?:(?![{CJK_CHARS}])\w)+|[^\w\s]")
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])(?=\S)")
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,20 @@ class ChunkSettings:
 
     def fingerprint(self) -> str:
         return ",".join(f"{k}={v}" for k, v in asdict(self).items())
+
+    @classmethod
+    def for_tokens(cls, max_tokens: int) -> ChunkSettings:
+        """The budget for a model that reads ``max_tokens`` tokens: the measured one for
+        the shipped model's 256, scaled in proportion for any other."""
+        if max_tokens == REFERENCE_TOKENS:
+            return cls()
+        base, scale = cls(), max_tokens / REFERENCE_TOKENS
+        top = max(16, int(base.max_pieces * scale))
+        return cls(max_pieces=top, min_pieces=min(base.min_pieces, top // 4),
+                   overlap_pieces=max(2, int(base.overlap_pieces * scale)))
+
+
+REFERENCE_TOKENS = 256  # the tokens ``ChunkSettings``'s defaults were measured for
 
 
 def count_pieces(text: str) -> int:

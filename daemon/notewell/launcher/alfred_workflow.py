@@ -9,9 +9,10 @@ installation's interpreter and client filled in. The object graph:
         └─fn─▶ Call External Trigger "search" ──▶ External Trigger "search" ──▶ Script Filter
 
 The Script Filter runs the per-keystroke client with the query as argv (never ``{query}``
-substitution): from a checkout, the zsh client (``client/notewell-query.zsh``, sourced by
-Alfred's own /bin/zsh: no Python start per keystroke; it hands anything but a ready answer
-to the Python client), else the Python client. It terminates the previous run on each
+substitution): the zsh client (``launcher/scripts/notewell-query.zsh``, shipped inside the
+package, so a checkout and an installed notewell alike; sourced by Alfred's own /bin/zsh: no
+Python start per keystroke; it hands anything but a ready answer to the Python client
+beside it). It terminates the previous run on each
 keystroke and runs immediately, and leaves ordering to notewell (Alfred's filtering off;
 the items carry ``skipknowledge``).
 ⌘L (large type), ⌘C (copy) and ⌘Y (Quick Look) are Alfred's own, fed by each item's
@@ -38,7 +39,7 @@ from notewell.wire import paths
 
 DEFAULT_KEYWORD = "n"
 ACTION_SCRIPT = "notewell-action"
-BUNDLED_CLIENT = "notewell-query"
+PYTHON_CLIENT = "notewell-query"
 
 # NSEvent modifier flags, as Alfred stores them on a connection.
 CMD, ALT, CTRL, SHIFT, FN = 1 << 20, 1 << 19, 1 << 18, 1 << 17, 1 << 23
@@ -62,23 +63,21 @@ ACTIONS = [
     ("quicklook", SHIFT, "quicklook", "Quick Look"),
 ]
 
-ACTION_BOOTSTRAP = '''\
-#!/usr/bin/env python3
-"""notewell's Alfred actions (see notewell/launcher/alfred_actions.py).
+# What a launcher runs, shipped inside the package (package data): the zsh client, its
+# Python fallback and the action bootstrap the workflow carries. Run through an interpreter
+# (``source``, ``python -IS``), so an install that drops exec bits changes nothing.
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
+ZSH_CLIENT = "notewell-query.zsh"
 
-Alfred runs this as: "<python>" -IS ./notewell-action ACTION "$1". It finds the notewell
-package where NOTEWELL_PYTHONPATH (a workflow variable) says.
-"""
-import os
-import sys
 
-if os.environ.get("NOTEWELL_PYTHONPATH"):
-    sys.path.insert(0, os.environ["NOTEWELL_PYTHONPATH"])
+def script_path(name: str) -> str:
+    return os.path.join(SCRIPTS, name)
 
-from notewell.launcher.alfred_actions import main  # noqa: E402
 
-sys.exit(main())
-'''
+def action_bootstrap() -> str:
+    with open(script_path(ACTION_SCRIPT), encoding="utf-8") as f:
+        return f.read()
+
 
 README = """notewell: semantic search over your Bear, Obsidian and Markdown notes.
 
@@ -97,15 +96,15 @@ If the daemon is not running, one item says so; Enter starts it.
 
 This workflow was built by `notewell alfred build` for one installation: the variables
 NOTEWELL_PYTHON (the interpreter behind the Python client and the actions) and
-NOTEWELL_PYTHONPATH point at it. Rebuild it after moving
-notewell.
+NOTEWELL_PYTHONPATH point at it. Rebuild it after moving notewell or installing it
+somewhere else; an upgrade in place needs nothing.
 """
 
 
 @dataclass(frozen=True)
 class Installation:
-    """The absolute paths the workflow runs; ``client`` may be the bundled copy.
-    ``fast_client`` is the zsh client beside a checkout's Python client, if there is one."""
+    """The absolute paths the workflow runs: the interpreter, the Python client, where the
+    package lives, and the zsh client (None only where it is missing)."""
 
     python: str
     client: str
@@ -115,24 +114,23 @@ class Installation:
 
 
 def this_installation() -> Installation:
-    """The interpreter running now, the checkout's client script when there is one (else
-    the copy bundled in the workflow), and where the notewell package lives."""
-    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    """The interpreter running now and the clients shipped in this package, wherever it is
+    (a checkout's ``daemon/`` or an install's ``site-packages``)."""
+    package_parent = os.path.dirname(os.path.dirname(SCRIPTS))
     package_parent = os.path.dirname(package_parent)
-    checkout_client = os.path.join(package_parent, "..", "client", "notewell-query")
-    client = (os.path.realpath(checkout_client) if os.path.exists(checkout_client)
-              else BUNDLED_CLIENT)
-    fast = client + ".zsh" if client != BUNDLED_CLIENT else None
-    return Installation(python=os.path.abspath(sys.executable), client=client,
+    fast = os.path.realpath(script_path(ZSH_CLIENT))
+    return Installation(python=os.path.abspath(sys.executable),
+                        client=os.path.realpath(script_path(PYTHON_CLIENT)),
                         pythonpath=package_parent,
                         home=os.environ.get("NOTEWELL_HOME") or None,
-                        fast_client=fast if fast and os.path.exists(fast) else None)
+                        fast_client=fast if os.path.exists(fast) else None)
 
 
+PLACEHOLDER_SCRIPTS = "/path/to/notewell/daemon/notewell/launcher/scripts"
 PLACEHOLDER = Installation(python="/path/to/notewell/.venv/bin/python",
-                           client="/path/to/notewell/client/notewell-query",
+                           client=f"{PLACEHOLDER_SCRIPTS}/{PYTHON_CLIENT}",
                            pythonpath="/path/to/notewell/daemon",
-                           fast_client="/path/to/notewell/client/notewell-query.zsh")
+                           fast_client=f"{PLACEHOLDER_SCRIPTS}/{ZSH_CLIENT}")
 
 
 def _uid(name: str) -> str:
@@ -266,22 +264,10 @@ def plist_bytes(inst: Installation) -> bytes:
 def files(inst: Installation) -> dict[str, tuple[bytes, int]]:
     """Every file of the workflow by its path in the zip, with its Unix mode."""
     out = {"info.plist": (plist_bytes(inst), 0o644),
-           ACTION_SCRIPT: (ACTION_BOOTSTRAP.encode(), 0o755)}
+           ACTION_SCRIPT: (action_bootstrap().encode(), 0o755)}
     for rel, data in icons.alfred_files().items():
         out[rel] = (data, 0o644)
-    if inst.client == BUNDLED_CLIENT:
-        out[BUNDLED_CLIENT] = (_client_bootstrap(), 0o755)
     return out
-
-
-def _client_bootstrap() -> bytes:
-    # As client/notewell-query: no ``os`` (1.2 ms) and no interpreter teardown (1.1 ms).
-    return (b"#!/usr/bin/env python3\n"
-            b'"""notewell\'s per-keystroke client (see notewell/client.py)."""\n'
-            b"import posix\nimport sys\n\n"
-            b'sys.path.insert(0, posix.environ[b"NOTEWELL_PYTHONPATH"].decode())\n\n'
-            b"from notewell.wire.client import main  # noqa: E402\n\n"
-            b"code = main()\nsys.stdout.flush()\nposix._exit(code)\n")
 
 
 def default_output() -> str:
@@ -328,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(os.path.join(target, "info.plist"), "wb") as f:
         f.write(plist_bytes(PLACEHOLDER))
     with open(os.path.join(target, ACTION_SCRIPT), "w") as f:
-        f.write(ACTION_BOOTSTRAP)
+        f.write(action_bootstrap())
     os.chmod(os.path.join(target, ACTION_SCRIPT), 0o755)
     return 0
 

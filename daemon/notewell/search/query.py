@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from notewell.index import cjk
 from notewell.wire.protocol import MAX_QUERY_CHARS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -71,7 +72,7 @@ def parse(raw: str) -> Query:
         else:
             similar = token[len("similar:"):]
     text = " ".join(_FILTER.sub(" ", raw).split())
-    words = tuple(_WORD.findall(text.lower()))
+    words = _words(text)
     partial = bool(words) and not raw.endswith((" ", "\t")) and bool(_WORD.search(raw[-1:]))
     return Query(raw, text, tuple(tags), tuple(sources), similar, words, partial,
                  dates=tuple(dates))
@@ -91,7 +92,17 @@ def literal(text: str) -> Query:
     """A finished query read as plain text: no filters, no word still being typed (for
     benchmark queries, which may contain ``#`` or ``in:`` as ordinary words)."""
     text = " ".join(clean(text).split())
-    return Query(text, text, words=tuple(_WORD.findall(text.lower())))
+    return Query(text, text, words=_words(text))
+
+
+def _words(text: str) -> tuple[str, ...]:
+    """The words to search for; a run of Chinese, Japanese or Korean characters, written
+    without spaces, is its overlapping character pairs (``index.cjk``), each a word of its
+    own, so a query need not appear verbatim (``红烧肉怎么做`` finds ``红烧肉``)."""
+    words = _WORD.findall(text.lower())
+    if not any(cjk.has_cjk(w) for w in words):
+        return tuple(words)
+    return tuple(p for w in words for p in cjk.segment_query(w).split())
 
 
 def clean(raw: str) -> str:
@@ -107,7 +118,8 @@ def fts_terms(words: tuple[str, ...], partial: bool, max_terms: int = 32) -> lis
     still being typed (from two letters on: one letter would match half the index)."""
     terms = list(dict.fromkeys(w for w in words if w))[:max_terms]
     typing = words[-1] if partial and words and len(words[-1]) >= 2 else None
-    return [f'"{w}"*' if w == typing else f'"{w}"' for w in terms]
+    # A CJK word is a character pair (``parse``); one CJK character, a prefix of pairs.
+    return [f'"{w}"*' if w == typing or cjk.is_single(w) else f'"{w}"' for w in terms]
 
 
 def fts_match(words: tuple[str, ...], partial: bool, max_terms: int = 32) -> str | None:

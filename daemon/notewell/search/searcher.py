@@ -26,7 +26,7 @@ import numpy as np
 from notewell.index.database import Index
 from notewell.index.lru import SharedLRU
 from notewell.index.reads import RowBudget
-from notewell.model.embedding import Embedder
+from notewell.model.embedding import Embedder, embed_queries
 from notewell.notes import Hit
 from notewell.search import filters, fusion, terms
 from notewell.search.presentation import (
@@ -127,7 +127,7 @@ class Searcher:
         """The query's vector (kept for the next keystrokes)."""
         vec = self._query_vectors.get(text)
         if vec is None:
-            vec = self.embedder.embed_batch([text])[0]
+            vec = embed_queries(self.embedder, [text])[0]
             self._query_vectors.put_many({text: vec})
         return vec
 

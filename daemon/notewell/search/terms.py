@@ -9,7 +9,7 @@ word with FTS5's own tokenizer in one call (so "postgress" finds "postgres", ind
 ``postgr``), two by ``index.terms.NearTerms`` over the indexed terms. The model reads the
 corrected words too (``dense_text``).
 
-May import ``search.query``, ``search.ranking`` and the read interface
+May import ``search.query``, ``search.ranking``, ``index.cjk`` and the read interface
 (``index.reads.Reads``); no SQL.
 """
 
@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from notewell.index.cjk import has_cjk
 from notewell.index.reads import Reads
 from notewell.search.query import Query, fts_terms
 from notewell.search.ranking import Ranking
@@ -58,10 +59,15 @@ def query_terms(q: Query, reads: Reads, ranking: Ranking | None = None,
             continue
         dfs = [vocab.df(t) for t in found[:-1]]
         dfs.append(vocab.prefix_df(found[-1]) if prefix else vocab.df(found[-1]))
+        if not min(dfs) and has_cjk(word):
+            # A character pair no passage holds mostly straddles two words of a query
+            # written without spaces ("肉怎" in "红烧肉怎么做"): no evidence either way, and
+            # as the rarest term it would outweigh the pairs that match in coverage.
+            continue
         term = QueryTerm(word, phrase, found, prefix, min(dfs), vocab.idf(min(dfs)))
         real = known is not None and r.typo_real_words and known(word)
         fix = (correct(word, prefix, term.df, reads, vocab, r, known)
-               if len(found) == 1 and not real else None)
+               if len(found) == 1 and not real and not has_cjk(word) else None)
         if term.df or fix is None:
             out.append(term)
         if fix is not None:

@@ -24,7 +24,7 @@ from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.engine import Engine
 from notewell.index import store
 from notewell.index.database import Index
-from notewell.index.schema import IndexProblem
+from notewell.index.schema import IndexMismatch, IndexProblem
 from notewell.ingest.sync import SyncReport
 from notewell.ingest.watch import ChangeWatcher
 from notewell.memory import release_memory
@@ -57,6 +57,7 @@ class Background:
         self.engine: Engine | None = None
         self.state = "starting"
         self.problem: str | None = None
+        self._other_model: str | None = None  # a generation built with another model
         self.watcher: ChangeWatcher | None = None
         self.last_reports: list[dict] = []
         # Per source: since when (wall clock) the index has lagged it (changes taken for a
@@ -302,11 +303,19 @@ class Background:
         engine = self.engine
         assert engine is not None
         newer = engine.newer_generation()
-        if newer:
+        if newer and newer != self._other_model:
             log.info("switching to rebuilt index %s", newer)
             old = engine.index
             # Queries may be running on the old file: it is closed (and deleted) later.
-            engine.reopen(newer, close_old=False)
+            try:
+                engine.reopen(newer, close_old=False)
+            except IndexMismatch as e:
+                # Rebuilt with another model ([model] in config.toml): this daemon's model
+                # cannot search it, so it keeps serving the index it has until restarted.
+                self._other_model = newer
+                log.warning("%s was rebuilt with another model; this daemon keeps serving "
+                            "the previous index: run `notewell agent restart` (%s)", newer, e)
+                return
             self._retired.append((self.clock.monotonic(), old))
 
     def _close_retired(self) -> None:

@@ -6,7 +6,10 @@ its handler, the index-reading ones on a small fixed pool of workers, so databas
 connections are few and a slow client only ever holds its own thread) and ``background``
 (the engine's start and keeping the index in sync with the sources). The socket is up
 before the model loads, so clients get a "warming up" answer instead of a refused
-connection. ``run`` is ``notewell serve``: signals, malloc limits, and how it exits.
+connection. ``run`` is ``notewell serve``: signals, malloc limits, and how it exits; after
+an upgrade in place (a client of the new version asked, ``handlers``) it stops as usual
+and then runs the same command again in the same process (``execv``), so the new version
+serves whether an agent, a terminal or Alfred's "start" item started it.
 
 May import ``engine`` and what is below it, and the rest of ``serve``.
 """
@@ -46,7 +49,9 @@ class Daemon:
         self.background = Background(lambda: factory(config), self.stop_event,
                                      poll_seconds=poll_seconds, debounce=debounce,
                                      use_events=use_events, clock=clock)
-        self.handlers = Handlers(config, self.background, self.request_stop, clock=clock)
+        self.handlers = Handlers(config, self.background, self.request_stop, clock=clock,
+                                 request_restart=self.request_restart)
+        self.restart_requested = False
         self.server = Server(self.handlers.answer, self.stop_event)
         self._stop_at: float | None = None
 
@@ -80,6 +85,8 @@ class Daemon:
     def start(self) -> None:
         """Take the lock, bind the socket, and start loading the engine in the background."""
         self.server.open()
+        with contextlib.suppress(FileNotFoundError):  # a restart after an upgrade is done
+            os.remove(paths.restart_marker())
         self.background.start()
 
     def serve_forever(self) -> bool:
@@ -125,6 +132,13 @@ class Daemon:
         self.background.wake()  # from its sleep
         self.server.wake()
 
+    def request_restart(self) -> None:
+        """Stop, then start again from the files on disk (``run`` does the exec). Clients
+        that find no socket meanwhile see the marker and wait (``wire.client``)."""
+        paths.write_atomic(paths.restart_marker(), str(os.getpid()).encode())
+        self.restart_requested = True
+        self.request_stop()
+
     def request_sync(self) -> None:
         """Sync every source now, changed or not (``notewell sync``, SIGHUP)."""
         self.background.request_sync()
@@ -144,7 +158,10 @@ def run(config: Config, poll_seconds: float = 5.0,
     except (AlreadyRunning, PermissionError) as e:
         print(f"notewell: {e}", file=sys.stderr)
         return 1
-    if not daemon.serve_forever():
+    finished = daemon.serve_forever()
+    if daemon.restart_requested:
+        _exec_again()
+    if not finished:
         # A thread is still inside a model call or a query. Its transaction, if any, is
         # uncommitted, which SQLite rolls back: leave now rather than keep launchd waiting.
         logging.shutdown()
@@ -152,3 +169,26 @@ def run(config: Config, poll_seconds: float = 5.0,
         sys.stderr.flush()
         os._exit(0)
     return 0
+
+
+EXIT_RESTART_FAILED = 75  # an error exit: an installed agent starts the daemon again
+
+
+def _exec_again() -> None:
+    """Run this command line again in this process: the interpreter loads the upgraded
+    files. Threads still in a query or model call vanish; an uncommitted transaction
+    rolls back, as after a crash. If the exec fails (the virtualenv was replaced), exit
+    with an error so the agent, if installed, starts its program again."""
+    argv = [sys.executable, *sys.orig_argv[1:]]
+    log.info("restarting: %s", " ".join(argv))
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(sys.executable, argv)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.remove(paths.restart_marker())
+        print(f"notewell: restart failed ({e}); start the daemon again: "
+              "`notewell agent start` or `notewell serve`", file=sys.stderr)
+        os._exit(EXIT_RESTART_FAILED)

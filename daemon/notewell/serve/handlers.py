@@ -9,6 +9,9 @@ the protocol version check, the worker pool that runs the ops touching the index
 that fails unexpectedly is logged with its type and place, never with the query, unless
 ``debug_log`` is set.
 
+Also the notewell version check: a client of another version makes a daemon older than
+its installation on disk restart itself into the new one (``_other_version``).
+
 May import ``engine`` and what is below it, ``launcher.alfred`` (it renders Alfred's JSON),
 ``wire``, and of ``serve``: ``background`` (the engine and its state),
 ``response_cache`` and ``transport.error_reply`` (the reply envelope).
@@ -18,12 +21,13 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import traceback
 from collections.abc import Callable
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 
-from notewell import __version__
+from notewell import __version__, installed_version
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import Config
 from notewell.engine import ArgumentError, Engine, HeadingNotFound, NoteNotFound
@@ -82,10 +86,14 @@ def _filters(req: dict) -> dict:
 
 class Handlers:
     def __init__(self, config: Config, background: Background,
-                 request_stop: Callable[[], None], clock: Clock = SYSTEM_CLOCK) -> None:
+                 request_stop: Callable[[], None], clock: Clock = SYSTEM_CLOCK,
+                 request_restart: Callable[[], None] | None = None) -> None:
         self.config = config
         self.background = background
         self.request_stop = request_stop
+        # Stop, then run the installation on disk in this process (``serve.daemon``).
+        self.request_restart = request_restart
+        self._restarting = False
         self.clock = clock
         self.started = clock.time()
         # The newest query an Alfred client asked for: the stale-Enter guard compares an
@@ -124,6 +132,9 @@ class Handlers:
     def handle(self, req: object) -> dict:
         if not isinstance(req, dict) or not isinstance(req.get("op"), str):
             return error_reply("bad_request", "a request is a map with a string 'op'")
+        asker = req.get("notewell")
+        if isinstance(asker, str) and asker != __version__:
+            return self._other_version(asker)
         version = req.get("v", protocol.PROTOCOL_VERSION)
         if version != protocol.PROTOCOL_VERSION:
             return error_reply(
@@ -153,6 +164,27 @@ class Handlers:
                 where = "".join(traceback.format_tb(e.__traceback__, limit=-3))
                 log.error("op %s failed: %s at\n%s", req["op"], type(e).__name__, where)
             return error_reply("internal", f"{type(e).__name__}: {e}")
+
+    def _other_version(self, asker: str) -> dict:
+        """A client of another notewell version asked. After an upgrade in place the
+        files on disk are newer than this process: restart into them (once; the client
+        waits). Otherwise the client belongs to another installation, and the reply says
+        what to run."""
+        on_disk = installed_version()
+        if on_disk is not None and on_disk != __version__ and self.request_restart:
+            if not self._restarting:
+                self._restarting = True
+                log.info("notewell %s is installed (this daemon runs %s): restarting",
+                         on_disk, __version__)
+                threading.Timer(0.05, self.request_restart).start()
+            return error_reply("restarting", f"notewell was updated to {on_disk}; the "
+                               f"daemon (still {__version__}) is restarting")
+        return error_reply(
+            "other_installation",
+            f"the launcher runs notewell {asker}, the daemon notewell {__version__} "
+            f"({sys.executable}): "
+            "run `notewell agent install` with the notewell you use, then "
+            "`notewell alfred build`")
 
     def _ready_engine(self) -> Engine:
         bg = self.background

@@ -11,9 +11,11 @@ blank list.
 
 import sys
 
+from notewell import __version__
 from notewell.wire import paths, protocol
 
 TIMEOUT = 2.0
+RESTART_WAIT = 5.0  # how long a keystroke waits for a daemon restarting after an upgrade
 START_HINT = "Run `notewell serve` in a terminal, or `notewell agent install` to start it at login"
 
 
@@ -58,20 +60,36 @@ def _connect(sock, path: str, timeout: float) -> None:
                 raise TimeoutError("the daemon's connection queue stayed full") from None
 
 
+def search_request(query: str) -> dict:
+    """A keystroke's request; ``notewell`` says which version asks (the zsh client sends
+    the same bytes), so a daemon older than its installation on disk notices."""
+    return protocol.request("search", notewell=__version__, query=query, format="alfred")
+
+
 def alfred_output(query: str) -> str:
     query = query[:protocol.MAX_QUERY_CHARS]
     try:
-        reply = ask(protocol.request("search", query=query, format="alfred"))
-    except (FileNotFoundError, ConnectionRefusedError):
+        reply = ask(search_request(query))
+    except (OSError, protocol.ProtocolError) as e:
+        if _restarting():  # no socket, or one closing under us: a restart after an upgrade
+            return _after_restart(query, "the daemon is restarting after an upgrade")
+        return _unreachable(e, query)
+    return _render(reply, query)
+
+
+def _unreachable(e: Exception, query: str) -> str:
+    if isinstance(e, (FileNotFoundError, ConnectionRefusedError)):
         return _message(
             "notewell is not running", "Press Enter to start it · " + START_HINT,
             arg="start-daemon", action="start", query=query)
-    except TimeoutError:
+    if isinstance(e, TimeoutError):
         return _message(
             "notewell did not answer in time", "It may be busy indexing; try again",
             rerun=1.0)
-    except (OSError, protocol.ProtocolError) as e:
-        return _message("notewell could not be reached", f"{e} · {START_HINT}")
+    return _message("notewell could not be reached", f"{e} · {START_HINT}")
+
+
+def _render(reply: dict, query: str) -> str:
     if reply.get("ok"):
         result = reply.get("result") or {}
         out = result.get("alfred") if isinstance(result, dict) else None
@@ -84,11 +102,45 @@ def alfred_output(query: str) -> str:
     if code == "warming_up":
         return _message("notewell is starting…", "Loading the model and index",
                                        rerun=0.3)
+    if code == "restarting":
+        return _after_restart(query, message)
+    if code == "other_installation":
+        return _message("notewell: the daemon is another installation of notewell", message)
     if code == "version_mismatch":
         return _message("notewell was updated: restart the daemon", message,
                                        arg="restart-daemon", action="restart", query=query)
     return _message("notewell: " + (message or code or "unknown error"),
                                    "Run `notewell doctor` for a diagnosis")
+
+
+def _restarting() -> bool:
+    """A daemon is between its old socket and its new one after an upgrade (its marker is
+    recent: one left by a restart that failed is ignored after a minute)."""
+    import posix
+    import time
+
+    try:
+        return time.time() - posix.stat(paths.restart_marker()).st_mtime < 60
+    except OSError:
+        return False
+
+
+def _after_restart(query: str, message: str) -> str:
+    """The daemon was older than its installation and is restarting itself into the new
+    version: wait for it (Alfred ends this run anyway on the next keystroke), then answer
+    as the new daemon does, "starting…" at first."""
+    import time
+
+    deadline = time.monotonic() + RESTART_WAIT
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        try:
+            reply = ask(search_request(query), timeout=0.5)
+        except (OSError, protocol.ProtocolError):
+            continue  # between the old daemon's exit and the new one's socket
+        if (reply.get("error") or {}).get("code") != "restarting":
+            return _render(reply, query)
+    return _message("notewell was updated: restarting the daemon…", message, rerun=0.5)
 
 
 def _message(title: str, subtitle: str = "", **kw) -> str:

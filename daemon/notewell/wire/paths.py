@@ -115,6 +115,19 @@ def lock_path() -> str:
     return _join(runtime_dir(), "daemon.lock")
 
 
+def command_record() -> str:
+    """The command line of the ``notewell`` that last served or installed this home, as a
+    JSON list (``ops.agent.record_command``): the Raycast extension runs it to start the
+    daemon when its preference is empty."""
+    return _join(home(), "notewell-command")
+
+
+def restart_marker() -> str:
+    """Exists while a daemon restarts itself after an upgrade (between its old socket and
+    its new one), so a client waits instead of saying "not running"."""
+    return _join(runtime_dir(), "restarting")
+
+
 def write_atomic(path: str, data: bytes) -> None:
     """Write ``path`` (and its folder) so a reader sees the old file or the new one whole."""
     import os

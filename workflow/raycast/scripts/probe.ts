@@ -2,17 +2,22 @@
  * A command-line harness around the extension's daemon client, for the test suite and the
  * transport measurement (it is not part of the extension). Bundle and run it with:
  *   npx esbuild scripts/probe.ts --bundle --platform=node --outfile=/tmp/probe.js
- *   node /tmp/probe.js socket-path | search QUERY | similar NOTE_ID | bench N QUERY...
+ *   node /tmp/probe.js socket-path | command [PREFERENCE] | search QUERY | similar NOTE_ID |
+ *     bench N QUERY...
  */
 import { execFileSync } from "node:child_process";
 import { DaemonDown, DaemonError, search, similar } from "../src/daemon";
-import { notewellHome, socketPath } from "../src/paths";
+import { notewellCommand, notewellHome, socketPath } from "../src/paths";
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   const socket = socketPath();
   if (command === "socket-path") {
     console.log(JSON.stringify({ home: notewellHome(), socket }));
+    return 0;
+  }
+  if (command === "command") {
+    console.log(JSON.stringify(notewellCommand({}, rest.join(" "))));
     return 0;
   }
   try {

@@ -122,10 +122,11 @@ export async function similar(socket: string, noteId: string, limit = 30): Promi
 }
 
 /** `notewell agent start`: through the agent when installed, else a detached daemon. */
-export function startDaemon(command: string, notewellHomeDir: string): Promise<string> {
+export function startDaemon(command: string[], notewellHomeDir: string): Promise<string> {
   return new Promise((resolvePromise, reject) => {
     const env = { ...process.env, ...(notewellHomeDir ? { NOTEWELL_HOME: notewellHomeDir } : {}) };
-    execFile(command, ["agent", "start"], { env, timeout: 20000 }, (error, stdout, stderr) => {
+    const [program, ...prefix] = command;
+    execFile(program, [...prefix, "agent", "start"], { env, timeout: 20000 }, (error, stdout, stderr) => {
       if (error) reject(new Error((stderr || error.message).trim()));
       else resolvePromise(stdout.trim());
     });

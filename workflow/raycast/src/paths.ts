@@ -4,6 +4,7 @@
  * and the short /tmp fallback when the path would not fit in sun_path).
  */
 import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 
@@ -49,4 +50,23 @@ export function socketPath(place: Place = {}): string {
   const digest = createHash("sha256").update(home).digest("hex").slice(0, 12);
   const uid = place.uid ?? process.getuid?.() ?? 0;
   return join("/tmp", `${APP}-${uid}`, digest, "notewell.sock");
+}
+
+/**
+ * The `notewell` command to start the daemon with: the *notewell command* preference when
+ * set, else the command line the installed notewell records in its home each time it
+ * serves, installs its agent or builds the Alfred workflow (`notewell-command`, a JSON
+ * list: `["/…/bin/notewell"]`, or `[python, "-m", "notewell"]`). Empty if neither.
+ */
+export function notewellCommand(place: Place = {}, preference = ""): string[] {
+  if (preference.trim()) return [preference.trim()];
+  try {
+    const recorded: unknown = JSON.parse(readFileSync(join(notewellHome(place), "notewell-command"), "utf8"));
+    if (Array.isArray(recorded) && recorded.length > 0 && recorded.every((a) => typeof a === "string")) {
+      return recorded as string[];
+    }
+  } catch {
+    // no record yet (notewell never ran with this home) or an unreadable one
+  }
+  return [];
 }

@@ -29,7 +29,7 @@ import {
   similar,
   startDaemon,
 } from "./daemon";
-import { notewellHome, socketPath } from "./paths";
+import { notewellCommand, notewellHome, socketPath } from "./paths";
 
 interface Preferences {
   notewellHome?: string;
@@ -155,10 +155,13 @@ function Items({ state, setQuery }: { state: State & { reload: () => void }; set
 
 function DaemonDownView({ onStarted }: { onStarted: () => void }) {
   const { prefs, home } = usePlace();
-  const command = (prefs.notewellCommand ?? "").trim();
+  const command = notewellCommand({ notewellHome: prefs.notewellHome?.trim() }, prefs.notewellCommand ?? "");
   const start = async () => {
-    if (!command) {
-      await showToast(Toast.Style.Failure, "Set the notewell command in the extension's preferences");
+    if (command.length === 0) {
+      await showToast(
+        Toast.Style.Failure,
+        "Run `notewell agent install` once, or set the notewell command in the extension's preferences",
+      );
       return;
     }
     const toast = await showToast(Toast.Style.Animated, "Starting notewell…");

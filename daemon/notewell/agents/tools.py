@@ -1,0 +1,447 @@
+"""The tools an agent sees: their schemas, the checks on what it sends, what is asked of
+the daemon, and the structured and text answers.
+
+Pure data and string work, no SDK and no I/O, so the same definitions serve
+``tools/list``, the argument checks and the tests. Every tool only reads; nothing here
+can write a note or name a file: a note is reached by its id, through the daemon, which
+reads only notes of its configured sources.
+
+Answers are sized for an agent's context: a search hit's text entry is a title, heading
+path, a snippet of at most ``SNIPPET_CHARS`` and the note id, so eight hits stay well
+under 2,000 tokens; a note comes in pages (``get_note``'s ``max_chars``).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+SNIPPET_CHARS = 240
+MAX_QUERY_CHARS = 1000  # the daemon's own limit (wire.protocol.MAX_QUERY_CHARS)
+MAX_TAGS_LISTED = 500
+# A page's text travels twice (text block and structured content): 40,000 characters stay
+# under the 25,000-token cut some clients apply to a tool result even then.
+MAX_PAGE_CHARS = 40_000
+DATE_FORMS = ("2025-03-01, 2025-06 (a month), 2025 (a year), today, yesterday, or a time "
+              "ago: 7d, 2w, 3m, 1y")
+
+
+class ArgumentProblem(ValueError):
+    """An argument the tool cannot take; the message names it and says what it takes."""
+
+
+# -- schemas --------------------------------------------------------------------------------
+
+
+def _nullable(kind: str, **extra: Any) -> dict:
+    return {"type": [kind, "null"], **extra}
+
+
+_STR_LIST = {"type": "array", "items": {"type": "string"}}
+_DATE = {"type": ["string", "null"], "maxLength": 40, "default": None}
+_NOTE_ID = {"type": "string", "minLength": 1, "maxLength": 1000,
+            "description": "A note_id from search_notes, recent_notes or similar_notes."}
+
+HIT = {
+    "type": "object",
+    "properties": {
+        "note_id": {"type": "string"},
+        "title": {"type": "string"},
+        "source": {"type": "string"},
+        "url": {"type": "string", "description": "Opens the note in its app."},
+        "path": _nullable("string"),
+        "tags": _STR_LIST,
+        "heading_path": {"type": "string", "description": "Headings above the passage "
+                         "that matched, outermost first, joined by ' > '."},
+        "snippet": {"type": "string", "maxLength": SNIPPET_CHARS},
+        "score": {"type": "number"},
+        "modified": _nullable("string", description="ISO 8601, local time."),
+        "archived": {"type": "boolean"},
+    },
+    "required": ["note_id", "title", "source", "url", "path", "tags", "heading_path",
+                 "snippet", "score", "modified", "archived"],
+}
+BEHIND = {
+    "type": ["object", "null"],
+    "description": "Null when the index is up to date; else how many minutes it lags and "
+                   "behind which sources.",
+    "properties": {"minutes": {"type": "integer"}, "sources": _STR_LIST,
+                   "error": _nullable("string")},
+    "required": ["minutes", "sources"],
+}
+HITS = {
+    "type": "object",
+    "properties": {"hits": {"type": "array", "items": HIT},
+                   "notices": {**_STR_LIST, "description": "Why a filter matched nothing."}},
+    "required": ["hits", "notices"],
+}
+
+
+def _obj(properties: dict, required: tuple[str, ...] = ()) -> dict:
+    return {"type": "object", "properties": properties, "required": list(required),
+            "additionalProperties": False}
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    title: str
+    description: str
+    input_schema: dict
+    output_schema: dict
+
+
+TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
+    ToolSpec(
+        "search_notes", "Search notes",
+        "Search the user's own notes (Bear, Obsidian, Markdown) by meaning and keywords, "
+        "as their launcher does: one hit per note with its best matching passage. Use the "
+        "note_id of a hit with get_note to read it. Filters: tags (nested tags included), "
+        "source, and modification dates (" + DATE_FORMS + "); modified_after includes the "
+        "date named, modified_before excludes it.",
+        _obj({
+            "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS,
+                      "description": "What to look for, in words; '#tag' and 'in:source' "
+                      "may also be typed in it."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 25, "default": 8},
+            "tags": {**_STR_LIST, "maxItems": 20, "default": [],
+                     "description": "Only notes with all of these tags."},
+            "source": _nullable("string", maxLength=200, default=None,
+                                description="Only notes of this source (see index_status)."),
+            "modified_after": _DATE,
+            "modified_before": _DATE,
+        }, ("query",)),
+        {**HITS, "properties": {**HITS["properties"], "behind": BEHIND},
+         "required": ["hits", "notices", "behind"]},
+    ),
+    ToolSpec(
+        "get_note", "Read a note",
+        "A note's text as Markdown, with its title, tags, url and modification date; or "
+        "only the section under `heading` (a heading's text, or a path like 'Setup > "
+        "Linux'). Long notes come in pages: call again with offset=next_offset.",
+        _obj({
+            "note_id": _NOTE_ID,
+            "heading": _nullable("string", maxLength=500, default=None),
+            "offset": {"type": "integer", "minimum": 0, "default": 0},
+            "max_chars": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_CHARS,
+                          "default": 20_000},
+        }, ("note_id",)),
+        {
+            "type": "object",
+            "properties": {
+                "note_id": {"type": "string"}, "title": {"type": "string"},
+                "source": {"type": "string"}, "url": {"type": "string"},
+                "path": _nullable("string"), "tags": _STR_LIST,
+                "modified": _nullable("string"), "heading": _nullable("string"),
+                "text": {"type": "string"}, "offset": {"type": "integer"},
+                "total_chars": {"type": "integer"},
+                "next_offset": _nullable("integer", description="Where the next page "
+                                         "starts; null on the last page."),
+                "headings": {**_STR_LIST, "description": "Every heading of the note."},
+            },
+            "required": ["note_id", "title", "source", "url", "path", "tags", "modified",
+                         "heading", "text", "offset", "total_chars", "next_offset",
+                         "headings"],
+        },
+    ),
+    ToolSpec(
+        "similar_notes", "Notes similar to a note",
+        "The notes closest in meaning to a note, the note itself left out.",
+        _obj({"note_id": _NOTE_ID,
+              "limit": {"type": "integer", "minimum": 1, "maximum": 25, "default": 8}},
+             ("note_id",)),
+        HITS,
+    ),
+    ToolSpec(
+        "recent_notes", "Recently modified notes",
+        "The most recently modified notes, newest first, optionally of one source or "
+        "with all of some tags.",
+        _obj({"limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10},
+              "source": _nullable("string", maxLength=200, default=None),
+              "tags": {**_STR_LIST, "maxItems": 20, "default": []}}),
+        HITS,
+    ),
+    ToolSpec(
+        "list_tags", "List tags",
+        "The tags in the user's notes with how many notes carry each; nested tags as "
+        "paths (work/projects), a parent counting its children's notes. `prefix` keeps "
+        f"the tags starting with it. At most {MAX_TAGS_LISTED} are listed.",
+        _obj({"prefix": _nullable("string", maxLength=200, default=None)}),
+        {
+            "type": "object",
+            "properties": {
+                "tags": {"type": "array", "items": {
+                    "type": "object", "required": ["tag", "notes"],
+                    "properties": {"tag": {"type": "string"}, "notes": {"type": "integer"}}}},
+                "total": {"type": "integer", "description": "Tags matching, listed or not."},
+            },
+            "required": ["tags", "total"],
+        },
+    ),
+    ToolSpec(
+        "index_status", "Index status",
+        "What notewell has indexed: per source the notes, last sync and last error; "
+        "whether the index is behind its sources.",
+        _obj({}),
+        {
+            "type": "object",
+            "properties": {
+                "state": {"type": "string"}, "version": {"type": "string"},
+                "notes": {"type": "integer"}, "chunks": {"type": "integer"},
+                "last_sync": _nullable("string"), "behind": BEHIND,
+                "rebuilding": {"type": "boolean"},
+                "sources": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["name", "type", "notes", "last_sync", "last_error",
+                                 "pending"],
+                    "properties": {
+                        "name": {"type": "string"}, "type": {"type": "string"},
+                        "notes": {"type": "integer"}, "last_sync": _nullable("string"),
+                        "last_error": _nullable("string"), "pending": {"type": "integer"}}}},
+                "errors": _STR_LIST,
+            },
+            "required": ["state", "version", "notes", "chunks", "last_sync", "behind",
+                         "rebuilding", "sources", "errors"],
+        },
+    ),
+)}
+
+ANNOTATIONS = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
+               "openWorldHint": False}
+
+
+# -- checking what an agent sends ------------------------------------------------------------
+
+
+def check(spec: ToolSpec, arguments: dict[str, Any] | None) -> dict[str, Any]:
+    """The arguments with defaults filled in, or ``ArgumentProblem`` naming the first
+    wrong one. Reads the input schema, so what ``tools/list`` shows is what is checked."""
+    schema = spec.input_schema
+    given = dict(arguments or {})
+    props = schema["properties"]
+    unknown = sorted(set(given) - set(props))
+    if unknown:
+        takes = ", ".join(props) or "no arguments"
+        raise ArgumentProblem(f"unknown argument {unknown[0]!r}; {spec.name} takes: {takes}")
+    for name in schema["required"]:
+        if name not in given:
+            raise ArgumentProblem(f"{name}: required")
+    out = {}
+    for name, prop in props.items():
+        if name in given:
+            out[name] = _check_value(name, prop, given[name])
+        else:
+            out[name] = prop.get("default")
+    return out
+
+
+def _check_value(name: str, prop: dict, value: Any) -> Any:
+    kinds = prop["type"] if isinstance(prop["type"], list) else [prop["type"]]
+    if value is None:
+        if "null" in kinds:
+            return None
+        raise ArgumentProblem(f"{name}: required, null given")
+    kind = kinds[0]
+    if kind == "string":
+        if not isinstance(value, str):
+            raise ArgumentProblem(f"{name}: must be a string, got {_kind(value)}")
+        if prop.get("minLength") and not value.strip():
+            raise ArgumentProblem(f"{name}: must not be empty")
+        if "maxLength" in prop and len(value) > prop["maxLength"]:
+            raise ArgumentProblem(f"{name}: at most {prop['maxLength']} characters, got "
+                                  f"{len(value)}")
+        return value
+    if kind == "integer":
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)  # JSON has one number type; 8.0 is 8
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ArgumentProblem(f"{name}: must be an integer, got {_kind(value)}")
+        low, high = prop.get("minimum"), prop.get("maximum")
+        if (low is not None and value < low) or (high is not None and value > high):
+            bounds = f"from {low} to {high}" if high is not None else f"{low} or more"
+            raise ArgumentProblem(f"{name}: must be {bounds}, got {value}")
+        return value
+    if kind == "array":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ArgumentProblem(f"{name}: must be a list of strings, got {_kind(value)}")
+        if "maxItems" in prop and len(value) > prop["maxItems"]:
+            raise ArgumentProblem(f"{name}: at most {prop['maxItems']} items")
+        if any(len(v) > 200 for v in value):
+            raise ArgumentProblem(f"{name}: each at most 200 characters")
+        return value
+    raise AssertionError(f"schema type {kind} is not handled")
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
+            int: "an integer", float: "a number"}.get(type(value), type(value).__name__)
+
+
+# -- what the daemon is asked ------------------------------------------------------------
+
+
+def request(name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The daemon op and its arguments for a checked tool call."""
+    if name == "search_notes":
+        return "search", {"query": args["query"], "limit": args["limit"],
+                          "tags": args["tags"], "source": args["source"],
+                          "modified_after": args["modified_after"],
+                          "modified_before": args["modified_before"]}
+    if name == "get_note":
+        return "note", dict(args)
+    if name == "similar_notes":
+        return "similar", {"note_id": args["note_id"], "limit": args["limit"],
+                           "strict": True}
+    if name == "recent_notes":
+        return "recent", dict(args)
+    if name == "list_tags":
+        return "tags", dict(args)
+    if name == "index_status":
+        return "status", {}
+    raise KeyError(name)
+
+
+# -- answers -------------------------------------------------------------------------------
+
+
+def iso(t: float | None) -> str | None:
+    """Unix seconds as ISO 8601 in local time, to the second."""
+    if t is None:
+        return None
+    return datetime.datetime.fromtimestamp(t).astimezone().isoformat(timespec="seconds")
+
+
+def _hit(h: dict) -> dict:
+    snippet = " ".join(str(h.get("snippet") or "").split())
+    if len(snippet) > SNIPPET_CHARS:
+        snippet = snippet[:SNIPPET_CHARS - 1].rstrip() + "…"
+    return {"note_id": h["note_id"], "title": h["title"], "source": h["source"],
+            "url": h["url"], "path": h.get("path"), "tags": list(h.get("tags") or []),
+            "heading_path": h.get("heading_path") or "", "snippet": snippet,
+            "score": float(h.get("score") or 0.0), "modified": iso(h.get("modified")),
+            "archived": bool(h.get("archived"))}
+
+
+def _behind(b: dict | None) -> dict | None:
+    if not b:
+        return None
+    error = b.get("error")
+    if isinstance(error, (list, tuple)) and error:
+        error = ": ".join(str(e) for e in error)
+    return {"minutes": int(b.get("minutes") or 0), "sources": list(b.get("sources") or []),
+            "error": str(error) if error else None}
+
+
+def structured(name: str, result: dict, args: dict[str, Any]) -> dict:
+    """The tool's structured answer (matching its output schema) from the daemon's."""
+    if name in ("search_notes", "similar_notes", "recent_notes"):
+        out = {"hits": [_hit(h) for h in result.get("hits", [])],
+               "notices": list(result.get("notices") or [])}
+        if name == "search_notes":
+            out["behind"] = _behind(result.get("behind"))
+        return out
+    if name == "get_note":
+        keys = ("note_id", "title", "source", "url", "path", "tags", "heading", "text",
+                "offset", "total_chars", "next_offset", "headings")
+        return {**{k: result.get(k) for k in keys}, "tags": list(result.get("tags") or []),
+                "modified": iso(result.get("modified"))}
+    if name == "list_tags":
+        tags = result.get("tags", [])
+        return {"tags": tags[:MAX_TAGS_LISTED], "total": len(tags)}
+    if name == "index_status":
+        sources = [{"name": s["name"], "type": s.get("type", ""),
+                    "notes": int(s.get("notes") or 0), "last_sync": iso(s.get("last_sync")),
+                    "last_error": s.get("last_error"), "pending": int(s.get("pending") or 0)}
+                   for s in result.get("sources", [])]
+        errors = [f"{s['name']}: {s['last_error']}" for s in sources if s["last_error"]]
+        if result.get("problem"):
+            errors.insert(0, str(result["problem"]))
+        return {"state": str(result.get("state", "")), "version": str(result.get("version", "")),
+                "notes": int(result.get("notes") or 0), "chunks": int(result.get("chunks") or 0),
+                "last_sync": iso(result.get("last_sync")), "behind": _behind(result.get("behind")),
+                "rebuilding": bool(result.get("rebuilding")), "sources": sources,
+                "errors": errors}
+    raise KeyError(name)
+
+
+def text(name: str, out: dict, args: dict[str, Any]) -> str:
+    """The compact text block the model reads."""
+    return _TEXT[name](out, args)
+
+
+def _hits_text(out: dict, heading: str) -> str:
+    lines = [heading]
+    lines += [f"! {n}" for n in out["notices"]]
+    for i, h in enumerate(out["hits"], 1):
+        where = f" — {h['heading_path']}" if h["heading_path"] else ""
+        date = f", {h['modified'][:10]}" if h["modified"] else ""
+        tags = " " + " ".join("#" + t for t in h["tags"][:5]) if h["tags"] else ""
+        lines.append(f"{i}. {h['title']}{where} [{h['source']}{date}]{tags}")
+        if h["snippet"]:
+            lines.append(f"   {h['snippet']}")
+        lines.append(f"   note_id: {h['note_id']}")
+    if not out["hits"] and not out["notices"]:
+        lines.append("No matching notes.")
+    return "\n".join(lines)
+
+
+def _search_text(out: dict, args: dict) -> str:
+    head = f"{len(out['hits'])} notes for {args['query'][:80]!r}"
+    b = out["behind"]
+    if b:
+        head += (f" (the index is {b['minutes']} min behind {', '.join(b['sources'])}"
+                 f"{': ' + b['error'] if b['error'] else ''})")
+    return _hits_text(out, head + ":") + "\nRead one with get_note(note_id)."
+
+
+def _note_text(out: dict, args: dict) -> str:
+    section = f" § {out['heading']}" if out["heading"] else ""
+    tags = " ".join("#" + t for t in out["tags"])
+    head = f"# {out['title']}{section}\n[{out['note_id']} · {out['source']}"
+    head += f" · modified {out['modified'][:10]}" if out["modified"] else ""
+    head += f" · {tags}]" if tags else "]"
+    tail = ""
+    if out["next_offset"] is not None:
+        tail = (f"\n\n[characters {out['offset']}–{out['next_offset']} of "
+                f"{out['total_chars']}; more with get_note(note_id, offset="
+                f"{out['next_offset']})]")
+    return f"{head}\n\n{out['text']}{tail}"
+
+
+def _tags_text(out: dict, args: dict) -> str:
+    if not out["tags"]:
+        return "No tags" + (f" starting with {args['prefix']!r}." if args["prefix"] else ".")
+    lines = [f"#{t['tag']} ({t['notes']})" for t in out["tags"]]
+    if out["total"] > len(out["tags"]):
+        lines.append(f"… {out['total'] - len(out['tags'])} more; narrow with prefix.")
+    return "\n".join(lines)
+
+
+def _status_text(out: dict, args: dict) -> str:
+    lines = [f"notewell {out['version']}: {out['state']}, {out['notes']} notes, "
+             f"last sync {out['last_sync'] or 'never'}"]
+    if out["behind"]:
+        lines.append(f"behind by {out['behind']['minutes']} min: "
+                     f"{', '.join(out['behind']['sources'])}")
+    if out["rebuilding"]:
+        lines.append("rebuilding a damaged index; answers may be incomplete")
+    for s in out["sources"]:
+        lines.append(f"- {s['name']} ({s['type']}): {s['notes']} notes, last sync "
+                     f"{s['last_sync'] or 'never'}"
+                     + (f", {s['pending']} changes pending" if s["pending"] else "")
+                     + (f", error: {s['last_error']}" if s["last_error"] else ""))
+    return "\n".join(lines)
+
+
+_TEXT: dict[str, Callable[[dict, dict], str]] = {
+    "search_notes": _search_text,
+    "get_note": _note_text,
+    "similar_notes": lambda out, args: _hits_text(
+        out, f"{len(out['hits'])} notes similar to {args['note_id']}:"),
+    "recent_notes": lambda out, args: _hits_text(
+        out, f"{len(out['hits'])} most recently modified notes:"),
+    "list_tags": _tags_text,
+    "index_status": _status_text,
+}

@@ -1,0 +1,160 @@
+#!/bin/zsh -f
+# notewell's per-keystroke client for Alfred, in zsh: the fast path of notewell-query.
+#
+# Usage: notewell-query.zsh QUERY...     (or, from Alfred's /bin/zsh: source it with "$1")
+#
+# Python's own start is 7–8 ms before a line of the client runs; zsh's is under 2 ms, and
+# every Mac has it. This script asks the daemon for the one thing a keystroke needs, a search
+# in Alfred's format, over the same socket and protocol as notewell/client.py (a 4-byte
+# big-endian length, then msgpack), and prints the JSON the daemon prepared. Anything else
+# (no daemon, an error reply, a version mismatch, a socket path it would need Python to
+# work out, zsh without its socket module) it hands to the Python client, which says what
+# happened as an Alfred item: this script never prints an error itself.
+#
+# It ships inside the notewell package (notewell/launcher/scripts/), beside its Python
+# fallback, and carries the version of that package: every request says which notewell
+# asks, so a daemon left running from before an upgrade notices (it restarts itself into
+# the new version; the Python client shows that) instead of answering the wrong way.
+#
+# Environment: NOTEWELL_HOME (as everywhere); NOTEWELL_PYTHON and NOTEWELL_CLIENT, the
+# interpreter and Python client it falls back to (default: the checkout's .venv, else the
+# virtualenv this package is installed in, else python3; and ./notewell-query beside this
+# file). tests/test_client_zsh.py checks it against the Python client byte for byte.
+
+# Alfred sources this into a /bin/zsh that has read ~/.zshenv: what follows is parsed with
+# zsh's own options and no aliases (an option like ignore_braces would break `{fd}`). The
+# shell is Alfred's and ends with this script, so nothing of the user's is lost.
+\builtin emulate -R zsh
+\builtin unalias -m '*' 2>/dev/null
+
+typeset -g _notewell_here=${${(%):-%x}:A:h}
+# notewell.__version__ of the package this file ships in (tests/test_client_zsh.py checks).
+typeset -g _notewell_version=0.1.0
+
+_notewell_fallback() {
+  [[ -n $fd ]] && exec {fd}>&-  # notewell_query's connection, if it opened one
+  # NOTEWELL_PYTHON, else a checkout's .venv (scripts/launcher/notewell/daemon/..), else
+  # the virtualenv whose lib/pythonX.Y/site-packages holds this package, else python3.
+  local python=${NOTEWELL_PYTHON:-$_notewell_here/../../../../.venv/bin/python}
+  [[ -x $python ]] || python=${_notewell_here:h:h:h:h:h:h}/bin/python
+  [[ -x $python ]] || python=python3
+  exec $python -IS ${NOTEWELL_CLIENT:-$_notewell_here/notewell-query} "$@"
+}
+
+# The socket notewell.paths.socket_path() names, or nothing where only Python can tell
+# (a ~user home, a path too long for a socket: those go to the fallback).
+_notewell_socket() {
+  local home run user=$HOME
+  if [[ -n $NOTEWELL_HOME ]]; then
+    home=$NOTEWELL_HOME
+    if [[ $home == '~' || $home == '~/'* ]]; then
+      [[ -n $user ]] || return 1
+      home=$user${home#\~}
+    fi
+    [[ $home == '~'* ]] && return 1
+    home=${home:a}
+    run=$home/run
+  else
+    [[ -n $user ]] || return 1
+    if [[ $OSTYPE == darwin* ]]; then
+      home=${user%%/#}/Library/Application\ Support/notewell
+      run=$home/run
+    else
+      local data=${XDG_DATA_HOME:-${user%%/#}/.local/share}
+      home=${data%%/#}/notewell
+      if [[ -n $XDG_RUNTIME_DIR ]]; then
+        run=${XDG_RUNTIME_DIR%%/#}/notewell
+      else
+        run=$home/run
+      fi
+    fi
+  fi
+  # Relative XDG paths and the like: Python resolves those against its own rules.
+  [[ $run == /* ]] || return 1
+  REPLY=$run/notewell.sock
+  (( ${#REPLY} <= 103 ))  # sun_path: 104 bytes on macOS, with the NUL
+}
+
+# A msgpack str header for a string of $1 bytes.
+_notewell_str() {
+  local n=$1
+  if (( n < 32 )); then
+    REPLY=${(#)$(( 0xa0 | n ))}
+  elif (( n < 256 )); then
+    REPLY=$'\xd9'${(#)n}
+  else
+    REPLY=$'\xda'${(#)$(( n >> 8 ))}${(#)$(( n & 255 ))}
+  fi
+}
+
+# Read exactly $2 bytes from fd $1 into REPLY, waiting at most 2 s for each read.
+_notewell_read() {
+  local fd=$1 want=$2 chunk
+  REPLY=
+  while (( ${#REPLY} < want )); do
+    sysread -i $fd -s $(( want - ${#REPLY} > 65536 ? 65536 : want - ${#REPLY} )) -t 2 chunk \
+      || return 1
+    REPLY+=$chunk
+  done
+}
+
+# The big-endian number in the bytes of $1.
+_notewell_number() {
+  local bytes=$1 c
+  REPLY=0
+  for c in ${(s::)bytes}; do (( REPLY = REPLY << 8 | #c )); done
+}
+
+notewell_query() {
+  emulate -L zsh
+  setopt no_multibyte extended_glob  # lengths in bytes, as the protocol counts them
+  local fd=  # the connection, once open: _notewell_fallback closes it
+  # A daemon that closes before reading (busy, stopping) must mean a fallback, not a
+  # shell killed by SIGPIPE with nothing printed.
+  trap '' PIPE
+  zmodload zsh/net/socket zsh/system 2>/dev/null || _notewell_fallback "$@"
+  local query=${(j: :)@}
+  # A paste too long for one request: the Python client trims it first.
+  (( ${#query} < 60000 )) || _notewell_fallback "$@"
+  _notewell_socket || _notewell_fallback "$@"
+  local sock=$REPLY
+  zsocket $sock 2>/dev/null || _notewell_fallback "$@"
+  fd=$REPLY
+  local header
+  # {"op": "search", "v": 1, "notewell": VERSION, "query": QUERY, "format": "alfred"}, as
+  # client.search_request builds it
+  _notewell_str ${#_notewell_version}
+  local body=$'\x85\xa2op\xa6search\xa1v\x01\xa8notewell'$REPLY$_notewell_version
+  _notewell_str ${#query}
+  body+=$'\xa5query'$REPLY$query$'\xa6format\xa6alfred'
+  local n=${#body}
+  header=${(#)$(( n >> 24 & 255 ))}${(#)$(( n >> 16 & 255 ))}${(#)$(( n >> 8 & 255 ))}
+  header+=${(#)$(( n & 255 ))}
+  syswrite -o $fd -- $header$body 2>/dev/null || _notewell_fallback "$@"
+  _notewell_read $fd 4 && _notewell_number $REPLY || _notewell_fallback "$@"
+  n=$REPLY
+  # An ok reply is {"ok": true, "result": {"alfred": JSON}}; anything else goes to Python.
+  # The JSON is read straight into its own variable: no copy of a 60 KB reply is made.
+  local ok=$'\x82\xa2ok\xc3\xa6result\x81\xa6alfred' t extra size
+  (( n > ${#ok} && n <= 16777216 )) && _notewell_read $fd $(( ${#ok} + 1 )) \
+    && [[ ${REPLY[1,-2]} == $ok ]] || _notewell_fallback "$@"
+  t=$REPLY[-1]
+  case $(( #t )) in
+    (<160-191>) (( size = #t & 31, extra = 0 )) ;;
+    (217) extra=1 ;;
+    (218) extra=2 ;;
+    (219) extra=4 ;;
+    (*) _notewell_fallback "$@" ;;
+  esac
+  if (( extra )); then
+    _notewell_read $fd $extra && _notewell_number $REPLY || _notewell_fallback "$@"
+    size=$REPLY
+  fi
+  (( size == n - ${#ok} - 1 - extra )) && _notewell_read $fd $size \
+    || _notewell_fallback "$@"
+  exec {fd}>&-
+  fd=
+  print -rn -- $REPLY
+}
+
+notewell_query "$@"

@@ -1,0 +1,121 @@
+"""An upgrade in place while the daemon runs: the next keystroke, from the upgraded
+package's client, makes the old daemon restart itself into the new files (same process,
+``execv``), the keystroke is answered, and nothing is embedded again.
+
+The "installation" is a copy of the package in a temporary site folder (``PYTHONPATH``),
+bumped to another version the way an upgrade replaces the files. tests/test_install.py
+does the same with real wheels installed by pip."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import REPO, DaemonProcess, notewell_command, subprocess_env
+from notewell import __version__
+from notewell.wire import protocol
+
+NEW = "9.9.9"
+
+
+def copy_package(site: Path) -> Path:
+    shutil.copytree(REPO / "daemon" / "notewell", site / "notewell",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    return site / "notewell"
+
+
+def bump_version(package: Path, version: str) -> None:
+    """What an upgrade does to the files that carry the version."""
+    for rel, prefix, fmt in (("__init__.py", "__version__ = ", '"{}"'),
+                             ("launcher/scripts/notewell-query.zsh",
+                              "typeset -g _notewell_version=", "{}")):
+        path = package / rel
+        lines = path.read_text().splitlines(keepends=True)
+        lines = [prefix + fmt.format(version) + "\n" if line.startswith(prefix) else line
+                 for line in lines]
+        path.write_text("".join(lines))
+
+
+def wait_for(d: DaemonProcess, want, timeout: float = 30):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = d.ask("status")
+            if want(last):
+                return last["result"]
+        except (OSError, protocol.ProtocolError):
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"daemon never got there: {last}; log: {d.log.read_text()[-2000:]}")
+
+
+def synced(version: str):
+    return lambda r: (r.get("ok") and r["result"].get("version") == version
+                      and r["result"].get("state") == "ready"
+                      and r["result"].get("last_reports"))
+
+
+@pytest.fixture
+def old_daemon(home: Path, notes_config, tmp_path: Path):
+    site = tmp_path / "site"
+    package = copy_package(site)
+    env = subprocess_env(home, PYTHONPATH=str(site))
+    log = home / "daemon-upgrade.log"
+    with open(log, "ab") as f:
+        proc = subprocess.Popen(notewell_command("serve", "--poll", "0.5"), env=env,
+                                stdout=f, stderr=f, stdin=subprocess.DEVNULL)
+    d = DaemonProcess(home, proc, log)
+    try:
+        first = wait_for(d, synced(__version__))
+        assert sum(r["embedded"] for r in first["last_reports"]) > 0
+        yield d, package
+    finally:
+        d.stop()
+
+
+def keystroke(package: Path, home: Path, query: str, zsh: bool) -> dict:
+    scripts = package / "launcher" / "scripts"
+    env = subprocess_env(home, NOTEWELL_PYTHON=sys.executable)
+    cmd = ([shutil.which("zsh") or "zsh", "-f", str(scripts / "notewell-query.zsh"), query]
+           if zsh else [sys.executable, "-IS", str(scripts / "notewell-query"), query])
+    out = subprocess.run(cmd, capture_output=True, env=env, timeout=30, check=False)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("zsh", [False, pytest.param(True, marks=pytest.mark.skipif(
+    not shutil.which("zsh"), reason="zsh is not installed"))], ids=["python", "zsh"])
+def test_the_first_keystroke_after_an_upgrade_restarts_the_daemon_into_it(old_daemon, home,
+                                                                           zsh):
+    d, package = old_daemon
+    pid = d.ask("ping")["result"]["pid"]
+    bump_version(package, NEW)
+    doc = keystroke(package, home, "lisbon tram", zsh)
+    titles = [item["title"] for item in doc["items"]]
+    # Either the new daemon's answer, or its "starting…" while it loads (Alfred re-runs).
+    assert titles[0] == "Lisbon weekend" or (titles == ["notewell is starting…"]
+                                             and doc.get("rerun")), doc
+    after = wait_for(d, synced(NEW))
+    assert after["pid"] == pid, "the daemon restarts in its own process (an agent's job)"
+    assert d.proc.poll() is None
+    assert sum(r["embedded"] for r in after["last_reports"]) == 0, after["last_reports"]
+    assert keystroke(package, home, "lisbon tram", zsh)["items"][0]["title"] == \
+        "Lisbon weekend"
+
+
+def test_a_client_of_another_installation_is_told_what_to_run(old_daemon, home, tmp_path):
+    d, _ = old_daemon
+    other = copy_package(tmp_path / "other-site")
+    bump_version(other, NEW)  # the daemon's own files stay as they are: no restart
+    doc = keystroke(other, home, "lisbon", zsh=False)
+    (item,) = doc["items"]
+    assert "another installation" in item["title"]
+    assert "notewell agent install" in item["subtitle"] and __version__ in item["subtitle"]
+    assert d.ask("ping")["result"]["version"] == __version__
+    assert d.proc.poll() is None
