@@ -56,6 +56,12 @@ class CopySettings:
     # at 100k 0.993 without.
     exact_head_from: int = 250_000
     exact_head: int = 20
+    # A filtered k-NN over more allowed chunks than this is scored from the copies (each
+    # allowed chunk's vector, a block at a time; when quantized, the best re-scored from
+    # SQLite's float vectors); fewer stay with sqlite-vec's exact scan, which reads one
+    # vector per allowed chunk (0.5 s at 10,000, 3-4 s at 100,000 under load).
+    within_from: int = 2_000
+    within_margin: int = 40  # candidates re-scored beyond k when the copy is quantized
     # Up to this many chunks the vocabulary is re-read on the query's thread after a
     # change (about 3 ms per 1,000 chunks); beyond, in the background.
     vocab_load_inline: int = 5_000

@@ -8,11 +8,13 @@ filters, notes by id) always comes from SQLite. The answers are the same either 
 to the vector copy's quantization beyond ``CopySettings.exact_limit`` vectors; the caller
 never knows which side answered.
 
-Filtered k-NN and BM25 stay with SQLite, which scans only the allowed notes' chunks. The
-keyword copy with a mask of allowed notes would remove no path (FTS5 still answers words
-of several terms, and one-shot commands) and would change results at scale (the copy's
-larger row budget keeps common words FTS5's leaves out); the vector copy's quantized
-distances are not the exact ones SQLite gives.
+Filtered BM25 stays with SQLite, which scans only the allowed notes' chunks; filtered
+k-NN too, up to ``CopySettings.within_from`` allowed chunks (beyond, sqlite-vec's scan
+reads one vector per chunk: seconds at 100,000, so the copies score them, see
+``_within_copies``; when the copy is quantized its best are re-scored with their float
+vectors). The keyword copy with a mask of allowed notes would remove no path (FTS5 still
+answers words of several terms, and one-shot commands) and would change results at scale
+(the copy's larger row budget keeps common words FTS5's leaves out).
 
 May import ``index.copies``, ``index.sql``, ``index.keywords``, ``index.terms``,
 ``index.lru``; never ``index.database`` (the ``Index`` hands in its connections).
@@ -121,13 +123,51 @@ class Reads:
         chunks of the ``k`` nearest vectors, or exactly the ``k`` nearest chunks of
         ``notes`` (note rows) when given."""
         if notes is not None:
-            return sql.knn_within(self._db(), vector, k, notes)
+            found = self._within_copies(vector, k, notes)
+            return found if found is not None else sql.knn_within(self._db(), vector, k,
+                                                                  notes)
         nearest = self.knn(vector, k)
         if not nearest:
             return []
         dist = dict(nearest)
         return sorted(((c, dist[e]) for c, e in self.chunks_of_vectors(list(dist))),
                       key=lambda x: (x[1], x[0]))
+
+    def _within_copies(self, vector: np.ndarray, k: int, notes: Iterable[int]
+                       ) -> list[tuple[int, float]] | None:
+        """The ``k`` nearest chunks of ``notes`` from the in-memory copies, or None when
+        they cannot answer (missing, or too few allowed chunks to be worth it: SQLite's
+        exact scan answers then). Exact up to ``exact_limit`` vectors; beyond, the best
+        ``k + within_margin`` by int8 scores are re-scored with their float vectors."""
+        s = self.copies.settings
+        copy, cache = self.copies.keywords(), self.copies.vectors()
+        if copy is None or cache is None:
+            return None
+        at = copy.chunks_of_notes(notes if isinstance(notes, (list, set)) else list(notes))
+        if len(at) <= s.within_from:
+            return None
+        chunk_ids, vec_ids = copy.chunk_ids[at], copy.vectors[at]
+        q = np.asarray(vector, dtype=np.float32)
+        q = q / max(float(np.linalg.norm(q)), 1e-12)
+        dist = np.empty(len(at), dtype=np.float32)
+        block = 8192  # decoded int8 rows: 12 MB at a time, not the whole copy
+        for start in range(0, len(at), block):
+            found, rows = cache.matrix(vec_ids[start:start + block])
+            if not found.all():
+                return None  # a vector the copy does not hold yet: SQLite answers
+            norms = np.maximum(np.linalg.norm(rows, axis=1), 1e-12)
+            dist[start:start + len(rows)] = 1.0 - (rows @ q) / norms
+        head = min(len(dist), k + (s.within_margin if cache.quantized else 0))
+        order = (np.argpartition(dist, head - 1)[:head] if head < len(dist)
+                 else np.arange(len(dist)))
+        pairs = [(int(chunk_ids[i]), float(dist[i]), int(vec_ids[i])) for i in order]
+        if cache.quantized:
+            stored = sql.stored_vectors(self._db(), [v for _, _, v in pairs])
+            pairs = [(c, float(1.0 - (stored[v] @ q) / max(float(np.linalg.norm(stored[v])),
+                                                          1e-12)) if v in stored else d, v)
+                     for c, d, v in pairs]
+        pairs.sort(key=lambda x: (x[1], x[0]))
+        return [(c, d) for c, d, _ in pairs[:k]]
 
     def vector_matrix(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Which vector ids are stored (a mask over ``ids``) and their vectors as the rows
