@@ -298,7 +298,10 @@ def test_pip_install_from_the_wheel_runs_everything_from_the_installed_package(
     t0 = time.monotonic()
     demo = inst.notewell("demo")
     print(f"first notewell demo from the wheel: {time.monotonic() - t0:.1f} s")
-    assert "indexed demo: 52 added" in demo.stdout, demo.stdout
+    shipped = len(list((site / "notewell" / "ops" / "demo_corpus" / "notes").rglob("*.md")))
+    repo = len(list((REPO / "daemon" / "notewell" / "ops" / "demo_corpus" / "notes").rglob("*.md")))
+    assert shipped == repo  # every demo note is in the wheel
+    assert f"indexed demo: {shipped} added" in demo.stdout, demo.stdout
     assert "Fixing the leaky kitchen tap" in demo.stdout
     assert "notewell-query.zsh" in demo.stdout  # the package's zsh client answered
 
