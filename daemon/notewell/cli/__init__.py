@@ -1,0 +1,56 @@
+"""The ``notewell`` command. Each subcommand is a thin wrapper over one library call.
+
+Commands that read (search, status, similar) ask the running daemon when there is one
+and fall back to a short-lived in-process engine when there is not.
+
+Owns the command line; may import anything of notewell (it is the top layer). Split
+along what commands do: ``parser`` (the arguments, ``--version``), ``common`` (the command
+registry and what commands share), ``reads`` (commands that read the index) and
+``manage`` (commands that build, serve and set up). None of them imports anything heavy
+at load: each command imports what it needs when it runs, so ``notewell mcp`` stays thin.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from notewell.cli import manage, reads  # noqa: F401  (importing them registers their commands)
+from notewell.cli.common import COMMANDS, default_embedder
+from notewell.cli.parser import LIGHT_COMMANDS, build_parser
+
+if TYPE_CHECKING:
+    from notewell.model.embedding import Embedder
+
+
+def main(argv: list[str] | None = None, *,
+         embedder: Callable[[], Embedder] | None = None) -> int:
+    """Run one command. ``embedder`` makes the embedder for the commands that need one
+    (default: the shipped model); tests wire in ``notewell.model.fake`` here."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.embedder = embedder or default_embedder
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    if not args.command:
+        parser.print_help()
+        return 2
+    if args.command in LIGHT_COMMANDS:  # imports no index, model or config code
+        return COMMANDS[args.command](args)
+    from notewell.config import ConfigError
+    from notewell.index.schema import IndexProblem
+    from notewell.model.files import ModelError
+    from notewell.sources import SourceError
+
+    try:
+        return COMMANDS[args.command](args)
+    except (ConfigError, IndexProblem, ModelError, SourceError) as e:
+        print(f"notewell: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+

@@ -1,0 +1,99 @@
+"""What every command shares: the command registry, configuration and embedder, a
+one-shot engine, requests to the running daemon, and printing hits and sync reports."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from notewell.model.embedding import Embedder
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+
+def command(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    COMMANDS[fn.__name__.removeprefix("cmd_").replace("_", "-")] = fn
+    return fn
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def load_config():
+    from notewell import config
+
+    return config.load()
+
+
+def default_embedder() -> Embedder:
+    """The model ``config.toml`` names in ``[model]``, else the shipped one."""
+    from notewell.engine import embedder_for
+
+    return embedder_for(load_config())
+
+
+def one_shot_engine(args: argparse.Namespace):
+    """An engine for one command without the daemon. It answers from SQLite (sqlite-vec,
+    FTS5) rather than building the in-memory copies a resident daemon keeps: building them
+    in the background took a one-shot search from 0.57 to 0.95 s (bench/keystroke.py)."""
+    from notewell.engine import Engine
+
+    engine = Engine(load_config(), embedder=args.embedder())
+    engine.index.copies.settings.vectors = False
+    engine.index.copies.settings.keywords = False
+    return engine
+
+
+def daemon_request(op: str, **args) -> dict | None:
+    """The daemon's reply to one request, or None when no daemon is listening."""
+    from notewell.wire import client, protocol
+
+    try:
+        reply = client.ask(protocol.request(op, **args), timeout=30.0)
+    except (FileNotFoundError, ConnectionRefusedError):
+        return None
+    if not reply.get("ok"):
+        err = reply.get("error", {})
+        if err.get("code") == "warming_up":
+            return None
+        raise SystemExit(f"notewell: daemon: {err.get('message', err)}")
+    return reply["result"]
+
+
+def print_hits(hits: list[dict], notices: list[str], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(hits, ensure_ascii=False, indent=2))
+        for n in notices:
+            print(f"notewell: {n}", file=sys.stderr)
+        return
+    for n in notices:
+        print(f"! {n}")
+    if not hits and not notices:
+        print("no matching notes")
+    for i, h in enumerate(hits, 1):
+        where = h["heading_path"] or os.path.basename(h.get("path") or "")
+        tags = " ".join("#" + t for t in h["tags"])
+        print(f"{i:2}. {h['title']}  [{h['source']}]  {h['score']:.4f}")
+        if where:
+            print(f"    {where}")
+        print(f"    {h['snippet']}")
+        if tags:
+            print(f"    {tags}")
+        print(f"    {h['url']}")
+
+
+
+def print_report(r: dict) -> None:
+    if r.get("error"):
+        print(f"{r['source']}: ERROR {r['error']}")
+        return
+    print(f"{r['source']}: {r['added']} added, {r['updated']} updated, {r['deleted']} deleted, "
+          f"{r['unchanged']} unchanged; {r['embedded']} passages embedded, "
+          f"{r['reused']} reused ({r['seconds']:.1f}s)")
+    for w in r.get("warnings", [])[:20]:
+        print(f"  warning: {w}")

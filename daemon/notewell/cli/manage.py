@@ -1,0 +1,246 @@
+"""The commands that build, serve and set up: demo, index, sync, serve, vaults, alfred,
+agent, setup, doctor, eval, mcp."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from notewell.wire import paths
+
+if TYPE_CHECKING:
+    pass
+
+from notewell.cli.common import (
+    command,
+    daemon_request,
+    load_config,
+    one_shot_engine,
+    print_report,
+)
+
+
+@command
+def cmd_demo(args: argparse.Namespace) -> int:
+    from notewell.ops.demo import run_demo
+
+    return run_demo(args.queries or None)
+
+
+@command
+def cmd_index(args: argparse.Namespace) -> int:
+    from notewell.engine import rebuild
+
+    config = load_config()
+    if not config.sources:
+        print(f"notewell: no sources in {config.path}; add a [[sources]] table "
+              "(see README) or run `notewell setup`", file=sys.stderr)
+        return 1
+    start = time.monotonic()
+    if args.rebuild:
+        from notewell.engine import chunker_for
+        from notewell.sources import open_source
+
+        embedder = args.embedder()
+        reports = rebuild([open_source(s) for s in config.sources], embedder,
+                          chunker_for(embedder), paths.index_dir(), progress=not args.quiet)[1]
+    else:
+        engine = one_shot_engine(args)
+        reports = engine.sync(progress=not args.quiet)
+        engine.close()
+    for r in reports:
+        print_report(r.to_dict())
+    print(f"done in {time.monotonic() - start:.1f}s")
+    return 1 if any(r.error for r in reports) else 0
+
+
+
+
+@command
+def cmd_sync(args: argparse.Namespace) -> int:
+    result = daemon_request("sync", wait=True)
+    if result is None:
+        engine = one_shot_engine(args)
+        reports = [r.to_dict() for r in engine.sync()]
+        engine.close()
+    else:
+        reports = result["reports"]
+    if args.json:
+        print(json.dumps(reports, indent=2))
+    else:
+        for r in reports:
+            print_report(r)
+    return 1 if any(r.get("error") for r in reports) else 0
+
+
+@command
+def cmd_serve(args: argparse.Namespace) -> int:
+    from notewell.engine import Engine
+    from notewell.ops.agent import record_command
+    from notewell.serve.daemon import run
+
+    record_command()  # where Raycast finds this installation to start the daemon
+    return run(load_config(), poll_seconds=args.poll,
+               engine_factory=lambda cfg: Engine(cfg, embedder=args.embedder()))
+
+
+
+
+@command
+def cmd_vaults(args: argparse.Namespace) -> int:
+    from notewell.sources.obsidian import list_vaults
+
+    vaults = list_vaults(args.registry)
+    configured = {s.path for s in load_config().sources if s.type == "obsidian"}
+    for v in vaults:
+        v["configured"] = os.path.abspath(v["path"]) in configured
+    if args.json:
+        print(json.dumps(vaults, indent=2, ensure_ascii=False))
+        return 0
+    if not vaults:
+        print("Obsidian lists no vaults on this machine (no obsidian.json); add a vault by "
+              "its folder with a [[sources]] table of type \"obsidian\"")
+        return 0
+    for v in vaults:
+        flags = [f for f, on in (("configured", v["configured"]), ("missing", not v["exists"]),
+                                 ("open", v["open"])) if on]
+        print(f"{v['name']}  {v['path']}" + (f"  ({', '.join(flags)})" if flags else ""))
+    todo = [v for v in vaults if v["exists"] and not v["configured"]]
+    if todo:
+        print("\nTo index a vault, add to config.toml:")
+        for v in todo:
+            name = "".join(c if c.isalnum() or c in "-_" else "-" for c in v["name"]).lower()
+            path = v["path"].replace("\\", "\\\\").replace('"', '\\"')
+            print(f'\n[[sources]]\nname = "{name}"\ntype = "obsidian"\npath = "{path}"')
+    return 0
+
+
+@command
+def cmd_alfred(args: argparse.Namespace) -> int:
+    from notewell.launcher import alfred_workflow
+    from notewell.ops.agent import record_command
+
+    record_command()
+    path = alfred_workflow.build(args.out)
+    if args.action == "build":
+        print(f"built {path}; `notewell alfred install` opens it in Alfred")
+        return 0
+    done, message = alfred_workflow.install(path)
+    print(message)
+    return 0 if done else 1
+
+
+@command
+def cmd_agent(args: argparse.Namespace) -> int:
+    from notewell.ops import agent
+
+    try:
+        if args.action == "status":
+            st = agent.status()
+            print(st.describe() + ("" if st.installed else ": `notewell agent install`"))
+            return 0 if st.running else 1
+        print(getattr(agent, args.action)())
+    except agent.AgentError as e:
+        print(f"notewell: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+@command
+def cmd_setup(args: argparse.Namespace) -> int:
+    from notewell.ops import setup
+
+    def confirm(question: str) -> bool:
+        if not sys.stdin.isatty():
+            return False
+        return input(question).strip().lower() in ("y", "yes")
+
+    return setup.run(args.yes, index=not args.no_index, agent=not args.no_agent,
+                     workflow=not args.no_workflow, confirm=confirm, embedder=args.embedder)
+
+
+@command
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from notewell.ops import doctor
+
+    checks = doctor.run(embedder=args.embedder)
+    for check in checks:
+        print(check.line())
+    return 1 if doctor.failed(checks) else 0
+
+
+@command
+def cmd_eval(args: argparse.Namespace) -> int:
+    from notewell.evaluation import runner as evaluate
+
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in evaluate.METHODS]
+    if unknown or not methods:
+        print(f"notewell: unknown method {', '.join(unknown) or '(none)'}; choose from "
+              f"{', '.join(evaluate.METHODS)}", file=sys.stderr)
+        return 2
+    if args.notes and not args.golden:
+        print("notewell: --notes goes with --golden FILE", file=sys.stderr)
+        return 2
+    progress = not args.json
+    start = time.monotonic()
+    try:
+        if args.beir:
+            what = f"{args.beir} ({args.split} split)"
+            results = evaluate.run_beir(args.beir, args.split, args.embedder(), methods,
+                                        progress=progress)
+        elif args.golden and args.notes:
+            what = f"{args.golden} over {args.notes}"
+            results = evaluate.run_folder_golden(args.golden, args.notes, args.embedder(),
+                                                 methods, progress=progress)
+        elif args.golden:
+            what = f"{args.golden} over the configured index"
+            engine = one_shot_engine(args)
+            try:
+                results = evaluate.run_golden(args.golden, engine.index, engine.embedder,
+                                              methods)
+            finally:
+                engine.close()
+        else:
+            what = "the demo golden set over the demo notes"
+            from notewell.ops.demo import demo_golden_path, demo_notes_dir
+
+            results = evaluate.run_folder_golden(demo_golden_path(), demo_notes_dir(),
+                                                 args.embedder(), methods, name="demo",
+                                                 progress=progress)
+    except evaluate.EvalError as e:
+        print(f"notewell: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(evaluate.to_json(results), indent=2))
+        return 0
+    print(f"{what}: {time.monotonic() - start:.1f}s")
+    print(evaluate.format_table(results))
+    return 0
+
+
+@command
+def cmd_mcp(args: argparse.Namespace) -> int:
+    if args.action == "install":
+        from notewell.ops import mcp_clients
+
+        if not args.client:
+            print("notewell: mcp install needs --client claude-desktop|claude-code|cursor",
+                  file=sys.stderr)
+            return 2
+        try:
+            print(mcp_clients.install(args.client, dry_run=args.dry_run))
+        except mcp_clients.ClientConfigError as e:
+            print(f"notewell: {e}", file=sys.stderr)
+            return 1
+        return 0
+    if args.client or args.dry_run:
+        print("notewell: --client and --dry-run go with `notewell mcp install`", file=sys.stderr)
+        return 2
+    from notewell.agents import server
+
+    return server.run(start=not args.no_start, wait=args.wait)

@@ -1,0 +1,200 @@
+"""The argument parser of the ``notewell`` command, and ``--version``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from notewell import __version__
+from notewell.wire import paths
+
+if TYPE_CHECKING:
+    pass
+
+# Commands that must start fast and stay thin: run before main imports anything heavy.
+LIGHT_COMMANDS = frozenset({"mcp"})
+
+
+class _Version(argparse.Action):
+    # argparse's own "version" action re-wraps the text to the terminal's width.
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # notewell/
+        print(f"notewell {__version__} ({here}, Python {sys.version.split()[0]})")
+        parser.exit()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="notewell",
+        description="Semantic search over your notes (Bear, Obsidian, Markdown), "
+                    "answered by a warm local daemon. Files live in $NOTEWELL_HOME "
+                    f"(now {paths.home()}).")
+    p.add_argument("--version", action=_Version, nargs=0,
+                   help="show the version, where this notewell is installed, and exit")
+    p.add_argument("-v", "--verbose", action="store_true", help="log more (to stderr)")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    s = sub.add_parser("demo", help="index the bundled demo notes, start the daemon, run "
+                       "example queries through the real client, stop",
+                       description="Set up a demo: writes a config for the bundled demo "
+                       "corpus, indexes it, starts the daemon, runs example queries through "
+                       "the per-keystroke client and prints the Alfred JSON, then stops.")
+    s.add_argument("queries", nargs="*", help="queries to run instead of the examples")
+
+    s = sub.add_parser("index", help="build or update the index (with a progress bar)",
+                       description="Bring the index up to date with every configured source. "
+                       "Only changed notes are read and only new passages are embedded.")
+    s.add_argument("--rebuild", action="store_true",
+                   help="build a fresh index beside the live one and swap it in (needed "
+                   "after a model or chunker change)")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    s = sub.add_parser("sync", help="sync now (through the daemon when it runs)",
+                       description="Apply changes in the sources to the index now.")
+    s.add_argument("--json", action="store_true", help="print the sync reports as JSON")
+
+    s = sub.add_parser("serve", help="run the daemon in the foreground (what launchd runs)",
+                       description="Run the daemon: load the model and index, answer on the "
+                       "socket, keep the index in sync. Stops cleanly on SIGTERM.")
+    s.add_argument("--poll", type=float, default=5.0, metavar="SECONDS",
+                   help="how often to poll sources that file-system events do not cover "
+                   "(default 5); Bear is checked every second")
+
+    s = sub.add_parser("search", help="search from the terminal",
+                       description="Search your notes. Filters go in the query: #tag (a "
+                       "nested tag includes its children; several intersect) and in:SOURCE "
+                       "(a configured source name). The last word is matched as a prefix "
+                       "while you type.")
+    s.add_argument("query", nargs="+", help="what to look for, with optional #tag and in:NAME")
+    s.add_argument("--limit", type=int, default=10, help="how many notes (default 10)")
+    s.add_argument("--json", action="store_true", help="print hits as JSON")
+    s.add_argument("--mode", choices=("hybrid", "dense", "bm25"), default="hybrid",
+                   help="ranking: hybrid (default), dense only or BM25 only")
+    s.add_argument("--after", help="only notes modified on or after this date: "
+                   "2025-03-01, 2025-06 (a month), 2025, or a time ago: 7d, 2w, 3m, 1y")
+    s.add_argument("--before", help="only notes modified before this date (same forms)")
+
+    s = sub.add_parser("show", help="a note's text, or one section of it",
+                       description="Print the Markdown text of NOTE_ID (as shown by `search "
+                       "--json`) as its source holds it now, or only the section under "
+                       "--heading. Long notes come in pages: --offset and --max-chars.")
+    s.add_argument("note_id")
+    s.add_argument("--heading", help="only this section: a heading's text or its path "
+                   "(\"Setup > Linux\"), any case")
+    s.add_argument("--offset", type=int, default=0, help="first character (default 0)")
+    s.add_argument("--max-chars", type=int, default=20_000,
+                   help="characters per page (default 20000)")
+    s.add_argument("--json", action="store_true", help="the page and the note's details "
+                   "as JSON")
+
+    s = sub.add_parser("tags", help="tags with their note counts",
+                       description="Every tag with the number of notes carrying it; a "
+                       "nested tag's parents count the notes of all their children.")
+    s.add_argument("prefix", nargs="?", help="only tags starting with this")
+    s.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("recent", help="the most recently modified notes",
+                       description="The most recently modified notes, newest first. Dates: "
+                       "2025-03-01, 2025-06 (a month), 2025, or a time ago: 7d, 2w, 3m, 1y.")
+    s.add_argument("--limit", type=int, default=10, help="how many notes (default 10)")
+    s.add_argument("--source", help="only this source (its configured name)")
+    s.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG",
+                   help="only notes with this tag (nested tags included); repeatable")
+    s.add_argument("--after", help="modified on or after this date")
+    s.add_argument("--before", help="modified before this date")
+    s.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("similar", help="notes closest in meaning to a note",
+                       description="List the notes closest in meaning to NOTE_ID (as shown "
+                       "by `search --json`), excluding the note itself.")
+    s.add_argument("note_id")
+    s.add_argument("--limit", type=int, default=10)
+    s.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("eval", help="measure ranking quality on a golden set or a BEIR "
+                       "dataset (Recall@5/@10, MRR@10, nDCG@10)",
+                       description="Score the full pipeline (notewell), dense only, BM25 only "
+                       "and a naive keyword baseline, overall and per query type. Without "
+                       "options: the bundled golden set over the bundled demo notes. Corpora "
+                       "are indexed into reusable throw-away indexes under "
+                       "$NOTEWELL_HOME/eval/, so only the first run embeds.")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--golden", metavar="FILE", help="a JSONL golden set ({\"id\", \"query\", "
+                   "\"relevant\": [note ids or paths], \"type\"}); scored against the "
+                   "configured index unless --notes is given")
+    g.add_argument("--beir", metavar="DIR", help="a BEIR dataset directory (corpus.jsonl, "
+                   "queries.jsonl, qrels/SPLIT.tsv), indexed as notes (title plus text)")
+    s.add_argument("--notes", metavar="DIR", help="with --golden: index this Markdown folder "
+                   "(throw-away index) instead of using the configured one")
+    s.add_argument("--split", default="test", help="BEIR qrels split (default test)")
+    s.add_argument("--methods", default="notewell,dense,bm25,keyword",
+                   help="comma-separated, from notewell, dense, bm25, keyword (default all)")
+    s.add_argument("--json", action="store_true", help="print {method: {group: {metric: "
+                   "value}}} as JSON")
+
+    s = sub.add_parser("status", help="what is indexed, per source, and the daemon's state",
+                       description="Counts, model, index version and per-source sync state.")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+
+    s = sub.add_parser("vaults", help="list the Obsidian vaults Obsidian knows about",
+                       description="List the vaults in Obsidian's own registry "
+                       "(obsidian.json), mark those already configured, and print a "
+                       "[[sources]] table for each of the others.")
+    s.add_argument("--registry", metavar="PATH",
+                   help="read this obsidian.json instead of Obsidian's own")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+
+    s = sub.add_parser("alfred", help="build the Alfred workflow for this installation, or "
+                       "open it in Alfred",
+                       description="build: write notewell.alfredworkflow with this "
+                       "installation's interpreter and client filled in. install: build it "
+                       "and open it in Alfred (macOS).")
+    s.add_argument("action", choices=("build", "install"))
+    s.add_argument("--out", metavar="PATH", help="where to write the .alfredworkflow "
+                   "(default: $NOTEWELL_HOME/alfred/notewell.alfredworkflow)")
+
+    s = sub.add_parser("agent", help="start the daemon at login and keep it running "
+                       "(launchd on macOS, systemd --user on Linux)",
+                       description="install: write the LaunchAgent (or systemd user unit) "
+                       "for this installation and start it. uninstall: stop and remove it. "
+                       "status, start, stop, restart: what they say.")
+    s.add_argument("action", choices=("install", "uninstall", "status", "start", "stop",
+                                      "restart"))
+
+    s = sub.add_parser("setup", help="find Bear and Obsidian notes, write the config, index, "
+                       "install the agent and the Alfred workflow",
+                       description="Find Bear's database and Obsidian's vaults, propose a "
+                       "config that keeps the sources already configured, and with --yes "
+                       "write it, build the index, install the agent and build the Alfred "
+                       "workflow. Safe to run again.")
+    s.add_argument("--yes", action="store_true", help="do it without asking")
+    s.add_argument("--no-index", action="store_true", help="skip building the index")
+    s.add_argument("--no-agent", action="store_true", help="skip installing the agent")
+    s.add_argument("--no-workflow", action="store_true", help="skip the Alfred workflow")
+
+    s = sub.add_parser("mcp", help="the MCP server for AI agents (stdio), or `mcp install` "
+                       "to add it to Claude Desktop, Claude Code or Cursor",
+                       description="Without an action: serve the Model Context Protocol on "
+                       "stdin/stdout (what an agent's client runs), answering from the "
+                       "daemon, which it starts when it is not running. install: add or "
+                       "update the notewell entry in a client's configuration.")
+    s.add_argument("action", nargs="?", choices=("install",),
+                   help="install: add notewell to --client's configuration")
+    s.add_argument("--client", choices=("claude-desktop", "claude-code", "cursor"),
+                   help="with install: which client")
+    s.add_argument("--dry-run", action="store_true", help="with install: print the change, "
+                   "change nothing")
+    s.add_argument("--no-start", action="store_true", help="never start the daemon; tools "
+                   "report that it is down")
+    s.add_argument("--wait", type=float, default=20.0, metavar="SECONDS",
+                   help="how long a tool call waits for a starting daemon (default 20)")
+
+    sub.add_parser("doctor", help="check each link from the SQLite extension to the Alfred "
+                   "workflow, and say what to fix",
+                   description="One line per check (ok, FAIL or skip) with the next step for "
+                   "each failure; exits 1 if any check failed.")
+    return p
+
+

@@ -1,0 +1,160 @@
+"""The commands that read the index: search, recent, show, tags, similar, status. Each asks
+the running daemon when there is one, else a short-lived in-process engine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    pass
+
+from notewell.cli.common import (
+    command,
+    daemon_request,
+    one_shot_engine,
+    print_hits,
+)
+
+
+def date_filters(args: argparse.Namespace) -> dict:
+    """The date filters given, checked here so a bad one fails before anything loads."""
+    from notewell.search import dates
+
+    found = {}
+    for flag, name in (("after", "modified_after"), ("before", "modified_before")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            try:
+                dates.parse(value, name=f"--{flag}")
+            except dates.DateError as e:
+                raise SystemExit(f"notewell: {e}") from None
+            found[name] = value
+    return found
+
+
+def read_op(args: argparse.Namespace, op: str, **kw) -> dict:
+    """The daemon's answer to a read op, else the same library call in this process.
+    A bad argument or unknown note is a message and exit 1, from either side."""
+    from notewell.search.dates import DateError
+
+    try:
+        result = daemon_request(op, **kw)
+        if result is not None:
+            return result
+        from notewell.engine import ArgumentError, HeadingNotFound, NoteNotFound
+
+        engine = one_shot_engine(args)
+        try:
+            if op == "search":
+                return engine.search(kw.pop("query"), **kw).to_dict()
+            if op == "recent":
+                return engine.recent(**kw).to_dict()
+            if op == "note":
+                return engine.note(**kw)
+            if op == "tags":
+                return {"tags": engine.tags(**kw)}
+            raise ValueError(f"no library call for op {op!r}")
+        except (ArgumentError, HeadingNotFound, NoteNotFound) as e:
+            raise SystemExit(f"notewell: {e.args[0]}") from None
+        finally:
+            engine.close()
+    except DateError as e:
+        raise SystemExit(f"notewell: {e}") from None
+
+
+@command
+def cmd_search(args: argparse.Namespace) -> int:
+    query = " ".join(args.query)
+    result = read_op(args, "search", query=query, limit=args.limit, mode=args.mode,
+                   **date_filters(args))
+    print_hits(result["hits"], result["notices"], args.json)
+    return 0
+
+
+@command
+def cmd_recent(args: argparse.Namespace) -> int:
+    result = read_op(args, "recent", limit=args.limit, source=args.source, tags=args.tags,
+                   **date_filters(args))
+    print_hits(result["hits"], result["notices"], args.json)
+    return 0
+
+
+@command
+def cmd_show(args: argparse.Namespace) -> int:
+    page = read_op(args, "note", note_id=args.note_id, heading=args.heading,
+                 offset=args.offset, max_chars=args.max_chars)
+    if args.json:
+        print(json.dumps(page, indent=2, ensure_ascii=False))
+        return 0
+    sys.stdout.write(page["text"] + ("" if page["text"].endswith("\n") else "\n"))
+    if page["next_offset"] is not None:
+        print(f"notewell: {page['total_chars'] - page['next_offset']} more characters: "
+              f"--offset {page['next_offset']}", file=sys.stderr)
+    return 0
+
+
+@command
+def cmd_tags(args: argparse.Namespace) -> int:
+    tags = read_op(args, "tags", prefix=args.prefix)["tags"]
+    if args.json:
+        print(json.dumps(tags, indent=2, ensure_ascii=False))
+    elif not tags:
+        print("no tags" + (f" starting with {args.prefix!r}" if args.prefix else ""))
+    for t in [] if args.json else tags:
+        print(f"{t['notes']:6}  #{t['tag']}")
+    return 0
+
+
+@command
+def cmd_similar(args: argparse.Namespace) -> int:
+    result = daemon_request("similar", note_id=args.note_id, limit=args.limit)
+    if result is None:
+        engine = one_shot_engine(args)
+        result = {"hits": [h.to_dict() for h in engine.similar(args.note_id, args.limit)],
+                  "notices": []}
+        engine.close()
+    if not result["hits"]:
+        result["notices"].append(f"no note with id {args.note_id!r} (ids: `search --json`)")
+    print_hits(result["hits"], result["notices"], args.json)
+    return 0
+
+
+@command
+def cmd_status(args: argparse.Namespace) -> int:
+    status = daemon_request("status")
+    if status is None:
+        engine = one_shot_engine(args)
+        status = engine.status()
+        status["state"] = "not running"
+        engine.close()
+    if args.json:
+        print(json.dumps(status, indent=2, ensure_ascii=False))
+        return 0
+    print(f"daemon:  {status.get('state')}" + (f" (pid {status['pid']})"
+                                                 if status.get("pid") else ""))
+    print(f"notes:   {status['notes']}   chunks: {status['chunks']}")
+    print(f"model:   {status['model']}")
+    print(f"index:   v{status['index_version']} {status['index_path']}")
+    copies = status.get("in_memory") or {}
+    if status.get("pid"):  # a running daemon's copies; a one-shot command keeps none
+        print("memory:  " + ", ".join(
+            f"{name} copy {'loading' if size is None else f'{size / 2**20:.0f} MB'}"
+            for name, size in copies.items()))
+    for s in status["sources"]:
+        when = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s["last_sync"]))
+                if s["last_sync"] else "never")
+        line = f"  {s['name']} ({s['type']}): {s['notes']} notes, last sync {when}"
+        if s.get("pending"):
+            line += f", {s['pending']} changed notes not yet indexed"
+        if s.get("behind_since"):
+            line += f", behind for {(time.time() - s['behind_since']) / 60:.0f} min"
+        if s.get("last_error"):
+            line += f"  ERROR: {s['last_error']}"
+        print(line)
+    return 0
+
+
