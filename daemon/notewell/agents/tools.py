@@ -18,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from notewell.wire.protocol import MAX_QUERY_CHARS  # the daemon's own limit
+
 SNIPPET_CHARS = 240
-MAX_QUERY_CHARS = 1000  # the daemon's own limit (wire.protocol.MAX_QUERY_CHARS)
 MAX_TAGS_LISTED = 500
 # A page's text travels twice (text block and structured content): 40,000 characters stay
 # under the 25,000-token cut some clients apply to a tool result even then.
