@@ -57,3 +57,8 @@ class Ranking:
     typo_long_word: int = 9
     typo_rare_df: int = 3
     typo_common_ratio: float = 30.0
+    # What a correction weighs in coverage (``fusion.coverage``) against a word as typed:
+    # a guess found in a passage is no evidence that the passage is what the query asks
+    # for (SciFact: "tocopheryl" read as "tocopherol" found the wrong abstracts). It still
+    # finds BM25's candidates and the model reads it.
+    typo_coverage: float = 0.5

@@ -7,7 +7,8 @@ neighbour or replaced), two from ``Ranking.typo_long_word`` letters; the word be
 is corrected as a prefix, one edit. One edit is found by stemming every variant of the
 word with FTS5's own tokenizer in one call (so "postgress" finds "postgres", indexed as
 ``postgr``), two by ``index.terms.NearTerms`` over the indexed terms. The model reads the
-corrected words too (``dense_text``).
+corrected words too (``dense_text``); in coverage a correction weighs
+``Ranking.typo_coverage`` of a typed word (``QueryTerm.weight``).
 
 May import ``search.query``, ``search.ranking``, ``index.cjk`` and the read interface
 (``index.reads.Reads``); no SQL.
@@ -40,6 +41,10 @@ class QueryTerm:
     df: int
     idf: float
     correction: str | None = None  # the word a typo was read as (its phrase and tokens)
+    # Its share of the query's information in coverage (``fusion.coverage``): a
+    # correction is a guess, so a chunk that holds it is trusted less than one that holds
+    # a word as typed (``Ranking.typo_coverage``).
+    weight: float = 1.0
 
 
 def query_terms(q: Query, reads: Reads, ranking: Ranking | None = None,
@@ -73,7 +78,8 @@ def query_terms(q: Query, reads: Reads, ranking: Ranking | None = None,
         if fix is not None:
             surface, token, df = fix
             out.append(QueryTerm(word, f'"{surface}"*' if prefix else f'"{surface}"',
-                                 (token,), prefix, df, vocab.idf(df), surface))
+                                 (token,), prefix, df, vocab.idf(df), surface,
+                                 r.typo_coverage))
     return out
 
 
