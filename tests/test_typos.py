@@ -166,3 +166,22 @@ def test_a_chunk_with_the_word_meant_is_trusted_less_than_with_the_word_typed(en
     # meant covers less of it, the one with the word as typed more.
     assert sum(reduced[c] < full[c] - 0.05 for c in chunks) == 1
     assert sum(reduced[c] > full[c] + 0.05 for c in chunks) == 1
+
+
+def test_the_word_being_typed_keeps_its_correction_only_beside_the_querys_words(engine,
+                                                                                notes_dir):
+    (notes_dir / "brot.md").write_text("# Roggenbrot\n\nDunkles Brot mit Sauerteig.\n")
+    (notes_dir / "machine.md").write_text("# Laundry\n\nThe washing machine broke.\n")
+    engine.sync()
+
+    def fixes(text):
+        return [(t.word, t.correction) for t in engine.searcher.query_terms(parse(text))
+                if t.correction]
+
+    assert fixes("machen") == [("machen", "machin")]  # nothing else to go by
+    assert fixes("washing machen") == [("machen", "machin")]  # "washing machine"
+    # No passage holds "machin*" beside "dunkles" or "brot": a German word, as typed.
+    found = engine.searcher.query_terms(parse("dunkles brot machen"))
+    assert [(t.word, t.correction, t.prefix) for t in found] == [
+        ("dunkles", None, False), ("brot", None, False), ("machen", None, True)]
+    assert engine.searcher.dense_text(parse("dunkles brot machen")) == "dunkles brot machen"

@@ -286,6 +286,16 @@ class Reads:
                              for c in chunk_ids])
         return np.array(rows, dtype=bool).reshape(len(terms), len(chunk_ids))
 
+    def together(self, term: Term, others: Sequence[Term]) -> bool:
+        """Whether some chunk holds ``term`` and any of ``others`` (from the posting lists
+        of the keyword copy when it can: no chunk is read)."""
+        copy = self.copies.keywords()
+        if copy is not None and all(len(t.tokens) == 1 for t in (term, *others)):
+            docs, _ = copy.postings(term.tokens[0], term.prefix)
+            return any(bool(copy.holds(docs, t.tokens[0], t.prefix).any()) for t in others)
+        match = f"{term.phrase} AND ({' OR '.join(t.phrase for t in others)})"
+        return bool(sql.bm25(self._db(), match, 1, COLUMN_WEIGHTS))
+
     def _chunk_terms_of(self, chunk_ids: list[int]) -> dict[int, frozenset[str]]:
         """The index terms of each chunk, as FTS5 tokenized its four columns (interned,
         kept for typing's next keystrokes until the index changes)."""
