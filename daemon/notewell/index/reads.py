@@ -133,6 +133,36 @@ class Reads:
         return sorted(((c, dist[e]) for c, e in self.chunks_of_vectors(list(dist))),
                       key=lambda x: (x[1], x[0]))
 
+    def exact_nearest(self, vector: np.ndarray, found: list[tuple[int, float]], k: int
+                      ) -> list[tuple[int, float]]:
+        """The ``k`` nearest of ``found`` (chunk id, cosine distance; nearest first, from
+        the vector copy) as ``nearest_chunks`` gives a filter's: when the copy is
+        quantized, its best ``k + within_margin`` re-scored with their float vectors."""
+        cache = self.copies.vectors()
+        if cache is None or not cache.quantized:
+            return found[:k]
+        head = found[:k + self.copies.settings.within_margin]
+        vec = {c: e for c, _, e in self.owners([c for c, _ in head])}
+        stored = sql.stored_vectors(self._db(), sorted(set(vec.values())))
+        q = np.asarray(vector, dtype=np.float32)
+        q = q / max(float(np.linalg.norm(q)), 1e-12)
+        exact = []
+        for c, d in head:
+            v = stored.get(vec.get(c, -1))
+            exact.append((c, d if v is None else float(
+                1.0 - (v @ q) / max(float(np.linalg.norm(v)), 1e-12))))
+        exact.sort(key=lambda x: (x[1], x[0]))
+        return exact[:k]
+
+    def chunk_share(self, notes: Iterable[int]) -> float | None:
+        """The share of the index's chunks that belong to ``notes`` (note rows), from the
+        keyword copy; None without one."""
+        copy = self.copies.keywords()
+        if copy is None or not copy.chunks:
+            return None
+        at = copy.chunks_of_notes(notes if isinstance(notes, (list, set)) else list(notes))
+        return len(at) / copy.chunks
+
     def _within_copies(self, vector: np.ndarray, k: int, notes: Iterable[int]
                        ) -> list[tuple[int, float]] | None:
         """The ``k`` nearest chunks of ``notes`` from the in-memory copies, or None when
