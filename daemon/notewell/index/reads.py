@@ -154,14 +154,12 @@ class Reads:
         exact.sort(key=lambda x: (x[1], x[0]))
         return exact[:k]
 
-    def chunk_share(self, notes: Iterable[int]) -> float | None:
-        """The share of the index's chunks that belong to ``notes`` (note rows), from the
-        keyword copy; None without one."""
+    def note_share(self, notes: set[int]) -> float | None:
+        """The share of the index's notes that ``notes`` (note rows) are, from the keyword
+        copy; None without one."""
         copy = self.copies.keywords()
-        if copy is None or not copy.chunks:
-            return None
-        at = copy.chunks_of_notes(notes if isinstance(notes, (list, set)) else list(notes))
-        return len(at) / copy.chunks
+        count = copy.note_count() if copy is not None else 0
+        return min(1.0, len(notes) / count) if count else None
 
     def _within_copies(self, vector: np.ndarray, k: int, notes: Iterable[int]
                        ) -> list[tuple[int, float]] | None:

@@ -43,7 +43,7 @@ class Ranking:
     # the same title (an import's " (1)" ignored), a lower bar is enough.
     duplicate_similarity: float = 0.97
     duplicate_similarity_same_title: float = 0.9
-    # A filter that admits at least this share of the passages (``since:1y`` in most note
+    # A filter that admits at least this share of the notes (``since:1y`` in most note
     # collections) is applied to the unfiltered retrievers' best, fetched
     # ``post_filter_margin`` times as deep as the share needs, rather than to the
     # retrievers themselves: the unfiltered ones answer from the in-memory copies, the

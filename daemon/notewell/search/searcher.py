@@ -172,12 +172,13 @@ class Searcher:
         return terms.dense_text(q, lexical, self.reads, self.ranking, self.query_terms(q))
 
     def broad(self, allowed: set[int] | None) -> float | None:
-        """The share of the passages ``allowed`` holds when a filter admits so many
+        """The share of the notes ``allowed`` when a filter admits so many
         (``Ranking.post_filter_share``) that the unfiltered retrievers' best, filtered,
-        are cheaper than the filtered retrievers; else None."""
+        are cheaper than the filtered retrievers; else None. Notes, not passages: a
+        share of notes costs nothing to count, and a wrong guess only costs a fallback."""
         if allowed is None:
             return None
-        share = self.reads.chunk_share(allowed)
+        share = self.reads.note_share(allowed)
         return share if share is not None and share >= self.ranking.post_filter_share else None
 
     def bm25(self, q: Query, allowed: set[int] | None = None, share: float | None = None
