@@ -1,6 +1,7 @@
 """SciFact (BEIR) with the real model: our four rankers beside the published numbers.
 
     .venv/bin/python bench/eval_scifact.py [--split test|train] [--data DIR] [--json]
+                                           [--no-typos]
 
 The corpus is indexed once into ``$NOTEWELL_HOME/eval/scifact-<hash>/`` (5,183 abstracts,
 about 10,000 passages: many minutes on a laptop's CPU the first time) and reused after
@@ -50,6 +51,8 @@ def main() -> int:
     p.add_argument("--data", default=str(DEFAULT_DATA), help="BEIR SciFact directory")
     p.add_argument("--split", default="test", choices=("test", "train"))
     p.add_argument("--json", action="store_true", help="print notewell eval's JSON instead")
+    p.add_argument("--no-typos", action="store_true",
+                   help="without typo correction (Ranking(typos=False))")
     args = p.parse_args()
     data = Path(args.data)
     if not (data / "corpus.jsonl").exists():
@@ -64,7 +67,10 @@ def main() -> int:
     indexed = time.monotonic() - start
     queries = len(load_beir_queries(str(data), args.split))
     start = time.monotonic()
-    results = evaluate.run_beir(str(data), args.split, embedder)
+    from notewell.search.ranking import Ranking
+
+    ranking = Ranking(typos=False) if args.no_typos else None
+    results = evaluate.run_beir(str(data), args.split, embedder, ranking=ranking)
     seconds = time.monotonic() - start
     if args.json:
         print(json.dumps(evaluate.to_json(results), indent=2))

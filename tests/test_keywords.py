@@ -251,3 +251,25 @@ def test_a_prefix_sums_its_terms_alike_by_sorting_or_by_counting():
     assert by_sort[0].tolist() == by_count[0].tolist() == sorted(set(docs.tolist()))
     assert by_sort[1] == pytest.approx(by_count[1], rel=1e-6)
     assert [len(a) for a in _summed(docs[:0], weights[:0], 10)] == [0, 0]
+
+
+def test_together_from_the_copy_matches_fts5(engine, copy):
+    from notewell.search.terms import QueryTerm
+
+    def term(word, prefix=False):
+        tokens = tuple(engine.index.reads.query_tokens(word, prefix))
+        return QueryTerm(word, f'"{word}"*' if prefix else f'"{word}"', tokens, prefix, 1, 1.0)
+
+    cases = [("walnuts", ["banana"]), ("walnuts", ["lisbon"]), ("lisb", ["tram"]),
+             ("lisb", ["walnuts", "vacuum"]), ("vacuum", ["postgres"])]
+    reads = engine.index.reads
+    for word, others in cases:
+        prefix = word == "lisb"
+        args = (term(word, prefix), [term(w) for w in others])
+        from_copy = reads.together(*args)
+        engine.index.copies.settings.keywords = False
+        from_fts5 = reads.together(*args)
+        engine.index.copies.settings.keywords = True
+        assert from_copy == from_fts5, (word, others)
+    assert reads.together(term("walnuts"), [term("banana")])
+    assert not reads.together(term("walnuts"), [term("lisbon")])

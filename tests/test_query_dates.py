@@ -135,3 +135,55 @@ def test_bear_creation_dates_are_filterable(tmp_path, home, fake_embedder):
     finally:
         e.close()
         fx.close()
+
+
+BROAD = ["since:1y postgres vacuum", "since:2m bread", "since:2m", "after:2024 how to undo",
+         "before:2025-06-14 tram lisbon", "since:1y #recipes banana", "since:7d postgres",
+         "since:1y zzz nothing"]
+
+
+def _ranked(engine, ranking, raw, mode):
+    from notewell.search.searcher import Searcher
+
+    result = Searcher(engine.index, engine.embedder, ranking).run(
+        filters.with_dates(parse(raw), FakeClock(NOW)), mode=mode)
+    return [(h.note_id, round(h.score, 4)) for h in result.hits]
+
+
+@pytest.mark.parametrize("k", [80, 2])
+@pytest.mark.parametrize("margin", [1.5, 0.3])
+@pytest.mark.parametrize("quantized", [False, True])
+def test_a_broad_filter_applied_after_retrieval_finds_what_the_filtered_path_does(
+        dated_engine, k, margin, quantized, monkeypatch):
+    from notewell.search.ranking import Ranking
+
+    e = dated_engine
+    if quantized:  # int8 vectors in the copy, and filtered k-NN from the copies too
+        monkeypatch.setattr(e.index.copies.settings, "exact_limit", 1)
+        monkeypatch.setattr(e.index.copies.settings, "within_from", 0)
+    e.index.warm_keywords(wait=True)
+    e.index.warm_vectors(wait=True)
+    assert e.index.copies.vectors().quantized == quantized
+    filtered = Ranking(dense_k=k, bm25_k=k, post_filter_share=2.0)  # never after
+    after = Ranking(dense_k=k, bm25_k=k, post_filter_share=0.0, post_filter_margin=margin)
+    unfiltered = []  # BM25 calls without a filter: the path after retrieval was taken
+    bm25 = e.index.reads.bm25
+    monkeypatch.setattr(e.index.reads, "bm25", lambda terms, n, w, b, notes=None: (
+        unfiltered.append(notes is None), bm25(terms, n, w, b, notes))[1])
+    for raw in BROAD:
+        for mode in ("hybrid", "bm25", "dense"):
+            assert _ranked(e, after, raw, mode) == _ranked(e, filtered, raw, mode), (raw, mode)
+    assert any(unfiltered)
+
+
+def test_a_filter_admitting_most_passages_is_broad(dated_engine):
+    from notewell.search.searcher import Searcher
+
+    e = dated_engine
+    e.index.warm_keywords(wait=True)
+    s = Searcher(e.index, e.embedder)
+    everything = e.index.reads.modified_between(None, None)
+    assert s.broad(everything) == pytest.approx(1.0)
+    recent = e.index.reads.modified_between(NOW - 7 * DAY, None)  # one note of many
+    assert 0 < len(recent) < len(everything) and s.broad(recent) is None
+    assert s.broad(None) is None

@@ -9,6 +9,7 @@ import pytest
 from notewell.index.terms import NearTerms, Vocabulary, edit_distance
 from notewell.search.query import parse
 from notewell.search.ranking import Ranking
+from notewell.search.searcher import Searcher
 from notewell.search.terms import corrected_text, edits1
 
 
@@ -132,3 +133,55 @@ def test_a_rare_word_close_to_a_common_one_gets_both(engine, notes_dir):
     hits = ids(engine.search("recieve ", mode="bm25", limit=40))
     assert "notes:typo.md" in hits and "notes:mail0.md" in hits
     assert engine.searcher.dense_text(parse("recieve ")) == "recieve receive"
+
+
+def test_a_correction_weighs_less_than_a_typed_word_in_coverage():
+    import numpy as np
+    from notewell.search.fusion import coverage
+    from notewell.search.terms import QueryTerm
+
+    typed = QueryTerm("bread", '"bread"', ("bread",), False, 3, 2.0)
+    guess = QueryTerm("bananna", '"banana"', ("banana",), False, 3, 2.0, "banana", 0.5)
+    held = np.array([[1, 0, 1], [0, 1, 1]], dtype=bool)  # chunks: bread, banana, both
+    cover, mass = coverage([typed, guess], held, [10, 11, 12])
+    assert mass == pytest.approx(3.0)
+    assert cover == pytest.approx({10: 2 / 3, 11: 1 / 3, 12: 1.0})
+
+
+def test_a_chunk_with_the_word_meant_is_trusted_less_than_with_the_word_typed(engine,
+                                                                              notes_dir):
+    (notes_dir / "toast.md").write_text("# Toast\n\nSlice the bread thin.\n")
+    (notes_dir / "smoothie.md").write_text("# Smoothie\n\nOne banana, frozen.\n")
+    engine.sync()
+    q = parse("bananna bread ")
+    guess = next(t for t in engine.searcher.query_terms(q) if t.correction)
+    assert (guess.correction, guess.weight) == ("banana", Ranking().typo_coverage)
+    chunks = [c for c, _ in engine.searcher.bm25(q)]
+    assert len(chunks) == 3  # banana bread, toast, smoothie
+    reduced, _ = engine.searcher.coverage(q, chunks)
+    whole = Searcher(engine.index, engine.embedder, Ranking(typo_coverage=1.0))
+    full, _ = whole.coverage(q, chunks)
+    assert sorted(reduced.values())[-1] == pytest.approx(1.0) == sorted(full.values())[-1]
+    # Less of the query's information lies in the guess: the note with only the word
+    # meant covers less of it, the one with the word as typed more.
+    assert sum(reduced[c] < full[c] - 0.05 for c in chunks) == 1
+    assert sum(reduced[c] > full[c] + 0.05 for c in chunks) == 1
+
+
+def test_the_word_being_typed_keeps_its_correction_only_beside_the_querys_words(engine,
+                                                                                notes_dir):
+    (notes_dir / "brot.md").write_text("# Roggenbrot\n\nDunkles Brot mit Sauerteig.\n")
+    (notes_dir / "machine.md").write_text("# Laundry\n\nThe washing machine broke.\n")
+    engine.sync()
+
+    def fixes(text):
+        return [(t.word, t.correction) for t in engine.searcher.query_terms(parse(text))
+                if t.correction]
+
+    assert fixes("machen") == [("machen", "machin")]  # nothing else to go by
+    assert fixes("washing machen") == [("machen", "machin")]  # "washing machine"
+    # No passage holds "machin*" beside "dunkles" or "brot": a German word, as typed.
+    found = engine.searcher.query_terms(parse("dunkles brot machen"))
+    assert [(t.word, t.correction, t.prefix) for t in found] == [
+        ("dunkles", None, False), ("brot", None, False), ("machen", None, True)]
+    assert engine.searcher.dense_text(parse("dunkles brot machen")) == "dunkles brot machen"

@@ -176,6 +176,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 @command
 def cmd_eval(args: argparse.Namespace) -> int:
     from notewell.evaluation import runner as evaluate
+    from notewell.search.ranking import Ranking
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in methods if m not in evaluate.METHODS]
@@ -187,22 +188,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print("notewell: --notes goes with --golden FILE", file=sys.stderr)
         return 2
     progress = not args.json
+    ranking = Ranking(typos=False) if args.no_typos else None
     start = time.monotonic()
     try:
         if args.beir:
             what = f"{args.beir} ({args.split} split)"
             results = evaluate.run_beir(args.beir, args.split, args.embedder(), methods,
-                                        progress=progress)
+                                        ranking, progress)
         elif args.golden and args.notes:
             what = f"{args.golden} over {args.notes}"
             results = evaluate.run_folder_golden(args.golden, args.notes, args.embedder(),
-                                                 methods, progress=progress)
+                                                 methods, ranking, progress=progress)
         elif args.golden:
             what = f"{args.golden} over the configured index"
             engine = one_shot_engine(args)
             try:
                 results = evaluate.run_golden(args.golden, engine.index, engine.embedder,
-                                              methods)
+                                              methods, ranking)
             finally:
                 engine.close()
         else:
@@ -210,8 +212,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             from notewell.ops.demo import demo_golden_path, demo_notes_dir
 
             results = evaluate.run_folder_golden(demo_golden_path(), demo_notes_dir(),
-                                                 args.embedder(), methods, name="demo",
-                                                 progress=progress)
+                                                 args.embedder(), methods, ranking,
+                                                 name="demo", progress=progress)
     except evaluate.EvalError as e:
         print(f"notewell: {e}", file=sys.stderr)
         return 1

@@ -133,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated, from notewell, dense, bm25, keyword (default all)")
     s.add_argument("--json", action="store_true", help="print {method: {group: {metric: "
                    "value}}} as JSON")
+    s.add_argument("--no-typos", action="store_true", help="without typo correction "
+                   "(Ranking(typos=False)): what it changes for queries without typos")
 
     s = sub.add_parser("status", help="what is indexed, per source, and the daemon's state",
                        description="Counts, model, index version and per-source sync state.")

@@ -219,6 +219,11 @@ class KeywordIndex:
         word for word shares one vector), grouped by vector id, ascending."""
         return self._by_vector.all(vector_ids)
 
+    def note_count(self) -> int:
+        """How many notes the copy's chunks belong to."""
+        keys = self._by_note.keys
+        return int(np.count_nonzero(keys[1:] != keys[:-1])) + 1 if len(keys) else 0
+
     def chunks_of_notes(self, note_ids: Iterable[int]) -> np.ndarray:
         """Positions of the chunks of any of ``note_ids``, grouped by note, ascending."""
         return self._by_note.all(note_ids)

@@ -133,6 +133,34 @@ class Reads:
         return sorted(((c, dist[e]) for c, e in self.chunks_of_vectors(list(dist))),
                       key=lambda x: (x[1], x[0]))
 
+    def exact_nearest(self, vector: np.ndarray, found: list[tuple[int, float]], k: int
+                      ) -> list[tuple[int, float]]:
+        """The ``k`` nearest of ``found`` (chunk id, cosine distance; nearest first, from
+        the vector copy) as ``nearest_chunks`` gives a filter's: when the copy is
+        quantized, its best ``k + within_margin`` re-scored with their float vectors."""
+        cache = self.copies.vectors()
+        if cache is None or not cache.quantized:
+            return found[:k]
+        head = found[:k + self.copies.settings.within_margin]
+        vec = {c: e for c, _, e in self.owners([c for c, _ in head])}
+        stored = sql.stored_vectors(self._db(), sorted(set(vec.values())))
+        q = np.asarray(vector, dtype=np.float32)
+        q = q / max(float(np.linalg.norm(q)), 1e-12)
+        exact = []
+        for c, d in head:
+            v = stored.get(vec.get(c, -1))
+            exact.append((c, d if v is None else float(
+                1.0 - (v @ q) / max(float(np.linalg.norm(v)), 1e-12))))
+        exact.sort(key=lambda x: (x[1], x[0]))
+        return exact[:k]
+
+    def note_share(self, notes: set[int]) -> float | None:
+        """The share of the index's notes that ``notes`` (note rows) are, from the keyword
+        copy; None without one."""
+        copy = self.copies.keywords()
+        count = copy.note_count() if copy is not None else 0
+        return min(1.0, len(notes) / count) if count else None
+
     def _within_copies(self, vector: np.ndarray, k: int, notes: Iterable[int]
                        ) -> list[tuple[int, float]] | None:
         """The ``k`` nearest chunks of ``notes`` from the in-memory copies, or None when
@@ -285,6 +313,16 @@ class Reads:
                 rows.append([_held(t, held.get(c, frozenset()), completions)
                              for c in chunk_ids])
         return np.array(rows, dtype=bool).reshape(len(terms), len(chunk_ids))
+
+    def together(self, term: Term, others: Sequence[Term]) -> bool:
+        """Whether some chunk holds ``term`` and any of ``others`` (from the posting lists
+        of the keyword copy when it can: no chunk is read)."""
+        copy = self.copies.keywords()
+        if copy is not None and all(len(t.tokens) == 1 for t in (term, *others)):
+            docs, _ = copy.postings(term.tokens[0], term.prefix)
+            return any(bool(copy.holds(docs, t.tokens[0], t.prefix).any()) for t in others)
+        match = f"{term.phrase} AND ({' OR '.join(t.phrase for t in others)})"
+        return bool(sql.bm25(self._db(), match, 1, COLUMN_WEIGHTS))
 
     def _chunk_terms_of(self, chunk_ids: list[int]) -> dict[int, frozenset[str]]:
         """The index terms of each chunk, as FTS5 tokenized its four columns (interned,

@@ -26,7 +26,7 @@ from notewell.index.terms import FTS_TOKENIZER
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # Vectors per vec0 chunk, since the schema version that moved them (migration 3).
 VECTOR_CHUNK = 64
 VECTORS_MOVED = 3
@@ -140,6 +140,13 @@ def migrations(dim: int) -> list[list]:
         ],
         # 4: Chinese, Japanese and Korean runs as character pairs in the keyword index.
         [_cjk_pairs],
+        # 5: date filters read the notes of a span from an index of the dates, not from
+        # every row of the notes table: 29 ms for ``since:1y`` over 33,000 notes, the
+        # table's pages beyond the 1 MB page cache each time.
+        [
+            "CREATE INDEX notes_modified ON notes(modified)",
+            "CREATE INDEX notes_created ON notes(created)",
+        ],
     ]
 
 

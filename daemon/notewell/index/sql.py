@@ -294,18 +294,31 @@ def modified_between(db: apsw.Connection, after: float | None, before: float | N
                      ) -> set[int]:
     """Note rows modified at or after ``after`` and before ``before`` (either may be
     None: no bound). Notes without a modification date match no date bound."""
-    return {r[0] for r in db.execute(
-        "SELECT id FROM notes WHERE modified IS NOT NULL AND (?1 IS NULL OR modified >= ?1) "
-        "AND (?2 IS NULL OR modified < ?2)", (after, before))}
+    return _dated(db, "modified", after, before)
 
 
 def created_between(db: apsw.Connection, after: float | None, before: float | None
                     ) -> set[int]:
     """Note rows created at or after ``after`` and before ``before``; notes whose source
     gave no creation date match no bound."""
-    return {r[0] for r in db.execute(
-        "SELECT id FROM notes WHERE created IS NOT NULL AND (?1 IS NULL OR created >= ?1) "
-        "AND (?2 IS NULL OR created < ?2)", (after, before))}
+    return _dated(db, "created", after, before)
+
+
+def _dated(db: apsw.Connection, column: str, after: float | None, before: float | None
+           ) -> set[int]:
+    """Note rows whose ``column`` lies in ``[after, before)``, from its index (migration
+    5): only plain bounds let SQLite use it, not ``(? IS NULL OR ...)``."""
+    where, args = [f"{column} IS NOT NULL"], []
+    if after is not None:
+        where.append(f"{column} >= ?")
+        args.append(after)
+    if before is not None:
+        where.append(f"{column} < ?")
+        args.append(before)
+    # One JSON row rather than a row per note: 10 ms instead of 17 for 33,000 notes.
+    found = db.execute(f"SELECT json_group_array(id) FROM notes INDEXED BY notes_{column} "
+                       f"WHERE {' AND '.join(where)}", args).fetchone()[0]
+    return set(json.loads(found))
 
 
 def undated_created(db: apsw.Connection) -> int:

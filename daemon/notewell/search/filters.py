@@ -2,8 +2,10 @@
 dates: modified (typed as ``after:``, ``before:``, ``since:`` or given as arguments) and
 created (``created:``, where the source knows it).
 
-Filters restrict both retrievers before ranking, never after, so a filtered search is
-exact; a filter that matches nothing says so instead of being dropped. May import
+Filters restrict both retrievers before ranking, so a filtered search is exact (one that
+admits most passages filters the unfiltered retrievers' deeper best instead, with the same
+results: ``Searcher.broad``); a filter that matches nothing says so instead of being
+dropped. May import
 ``search.query``, ``search.dates`` and the read interface (``index.reads.Reads``); no SQL.
 """
 

@@ -5,7 +5,8 @@ A convex combination of the cosine (min-max scaled over the candidates) and of B
 of the query's information counts fully, a match on one word of a short paraphrase hardly
 at all, so fusion keeps what either side alone gets right. How much of the query's
 information a chunk matches is its coverage: the share of the query words' IDF mass
-among the words it holds.
+among the words it holds; a typo's correction counts at ``QueryTerm.weight`` of its IDF (a
+guess is weaker evidence than a word as typed).
 
 Pure arithmetic over what ``searcher`` gathered; imports ``search.ranking`` and
 ``search.terms`` only.
@@ -28,10 +29,10 @@ def coverage(terms: list[QueryTerm], held: np.ndarray, chunk_ids: list[int]
              ) -> tuple[dict[int, float], float]:
     """Each chunk's share of the query's IDF mass (0..1) and that mass, from ``held``
     (``Reads.holds``: one row per term, one column per chunk)."""
-    total = sum(t.idf for t in terms) or 1.0
+    total = sum(t.idf * t.weight for t in terms) or 1.0
     share = np.zeros(len(chunk_ids))
     for t, row in zip(terms, held):
-        share += row * (t.idf / total)
+        share += row * (t.idf * t.weight / total)
     return dict(zip(chunk_ids, share.tolist())), total
 
 

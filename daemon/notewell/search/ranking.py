@@ -43,6 +43,13 @@ class Ranking:
     # the same title (an import's " (1)" ignored), a lower bar is enough.
     duplicate_similarity: float = 0.97
     duplicate_similarity_same_title: float = 0.9
+    # A filter that admits at least this share of the notes (``since:1y`` in most note
+    # collections) is applied to the unfiltered retrievers' best, fetched
+    # ``post_filter_margin`` times as deep as the share needs, rather than to the
+    # retrievers themselves: the unfiltered ones answer from the in-memory copies, the
+    # filtered ones scan every allowed chunk. Too few survivors: the filtered path.
+    post_filter_share: float = 0.5
+    post_filter_margin: float = 1.5
     # Typos (``search.terms.correct``): a word of at least ``typo_min_letters`` letters
     # that no passage holds is read as the commonest indexed word one edit away (two when
     # its stem has ``typo_long_word`` letters; the word being typed: one, as a prefix).
@@ -57,3 +64,8 @@ class Ranking:
     typo_long_word: int = 9
     typo_rare_df: int = 3
     typo_common_ratio: float = 30.0
+    # What a correction weighs in coverage (``fusion.coverage``) against a word as typed:
+    # a guess found in a passage is no evidence that the passage is what the query asks
+    # for (SciFact: "tocopheryl" read as "tocopherol" found the wrong abstracts). It still
+    # finds BM25's candidates and the model reads it.
+    typo_coverage: float = 0.5

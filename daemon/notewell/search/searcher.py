@@ -5,9 +5,11 @@ still being typed as a prefix) and dense k-NN over the chunk vectors. Their cand
 scored together (``fusion``); each note then appears once, with its best chunk and the
 sentence that matches as snippet, and near-identical notes (the same import twice) show
 once (``presentation``). The unfinished last word is completed from the keyword hits
-before the model reads it (``terms``). Filters from the query (``#tag``, ``in:source``)
-restrict both retrievers before ranking, never after, so a filtered search is exact
-(``filters``). The defaults were tuned on SciFact's train split and the demo golden set
+before the model reads it (``terms``). Filters from the query (``#tag``, ``in:source``,
+dates) restrict both retrievers before ranking, so a filtered search is exact
+(``filters``); a filter that admits most passages (``since:1y``) is applied to the
+unfiltered retrievers' best, fetched deeper, which finds the same (``broad``). The
+defaults were tuned on SciFact's train split and the demo golden set
 (see README, "Search quality").
 
 ``Searcher`` orchestrates these and keeps what typing asks for again and again; every
@@ -18,6 +20,7 @@ whether an in-memory copy or SQLite answers. May import the other modules of ``s
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 
@@ -85,12 +88,13 @@ class Searcher:
             return SearchResult(q, self.similar(q.similar_to, limit, allowed), notices)
         if q.empty:
             return SearchResult(q, self.recent(limit, allowed), notices)
-        lexical = self.bm25(q, allowed) if mode in ("hybrid", "bm25") else []
+        share = self.broad(allowed)
+        lexical = self.bm25(q, allowed, share) if mode in ("hybrid", "bm25") else []
         vector = None
         if mode in ("hybrid", "dense"):
             text = self.dense_text(q, [c for c, _ in lexical])
             vector = self.embed_query(text) if text.strip() else None
-        dense = self.nearest(text, allowed) if vector is not None else []
+        dense = self.nearest(text, allowed, share) if vector is not None else []
         scores = self._fuse(q, vector, dense, lexical)
         return SearchResult(q, self._hits(scores, q, limit), notices)
 
@@ -131,16 +135,28 @@ class Searcher:
             self._query_vectors.put_many({text: vec})
         return vec
 
-    def nearest(self, text: str, allowed: set[int] | None) -> list[tuple[int, float]]:
-        """The passages nearest in meaning to ``text`` (chunk id, cosine distance), kept
-        for the next keystrokes until the index changes."""
+    def nearest(self, text: str, allowed: set[int] | None, share: float | None = None
+                ) -> list[tuple[int, float]]:
+        """The passages nearest in meaning to ``text`` (chunk id, cosine distance), of the
+        ``allowed`` notes when given (``share``: of the passages they hold, when broad
+        enough to filter the unfiltered search's best, see ``broad``), kept for the next
+        keystrokes until the index changes."""
+        k = self.ranking.dense_k
+        if allowed is not None and share is not None:
+            deep = self._deep(k, share)
+            kept = self._survivors(self._nearest_of(text, None, deep), allowed, k, deep)
+            if kept is not None:  # distances as exact as the filtered k-NN's
+                return self.reads.exact_nearest(self.embed_query(text), kept, k)
+        return self._nearest_of(text, allowed, k)
+
+    def _nearest_of(self, text: str, allowed: set[int] | None, k: int
+                    ) -> list[tuple[int, float]]:
         self._thread_caches()  # empties the kept ones if another process changed it
-        key = (text, None if allowed is None else frozenset(allowed),
+        key = (text, None if allowed is None else frozenset(allowed), k,
                self.reads.content_stamp())
         found = self._nearest.get(key)
         if found is None:
-            found = self.reads.nearest_chunks(self.embed_query(text), self.ranking.dense_k,
-                                              allowed)
+            found = self.reads.nearest_chunks(self.embed_query(text), k, allowed)
             self._nearest.put_many({key: found})
         return found
 
@@ -155,13 +171,48 @@ class Searcher:
         """What the model reads for ``q``: see ``terms.dense_text``."""
         return terms.dense_text(q, lexical, self.reads, self.ranking, self.query_terms(q))
 
-    def bm25(self, q: Query, allowed: set[int] | None = None) -> list[tuple[int, float]]:
+    def broad(self, allowed: set[int] | None) -> float | None:
+        """The share of the notes ``allowed`` when a filter admits so many
+        (``Ranking.post_filter_share``) that the unfiltered retrievers' best, filtered,
+        are cheaper than the filtered retrievers; else None. Notes, not passages: a
+        share of notes costs nothing to count, and a wrong guess only costs a fallback."""
+        if allowed is None:
+            return None
+        share = self.reads.note_share(allowed)
+        return share if share is not None and share >= self.ranking.post_filter_share else None
+
+    def bm25(self, q: Query, allowed: set[int] | None = None, share: float | None = None
+             ) -> list[tuple[int, float]]:
         """(chunk id, BM25 score, higher is better) for the OR of the query's words, over
-        the ``allowed`` notes when given; the commonest words are left out once the
-        chunks holding them exceed the budget (``Ranking.*_row_budget``)."""
+        the ``allowed`` notes when given (``share``: see ``nearest``); the commonest
+        words are left out once the chunks holding them exceed the budget
+        (``Ranking.*_row_budget``)."""
         r = self.ranking
-        return self.reads.bm25(self.query_terms(q), r.bm25_k, r.bm25_columns,
+        found = self.query_terms(q)
+        if allowed is not None and share is not None:
+            deep = self._deep(r.bm25_k, share)
+            # The filtered path's budget (FTS5's), so the same words are scored.
+            budget = RowBudget(r.bm25_row_budget, r.bm25_row_budget)
+            kept = self._survivors(self.reads.bm25(found, deep, r.bm25_columns, budget),
+                                   allowed, r.bm25_k, deep)
+            if kept is not None:
+                return kept[:r.bm25_k]
+        return self.reads.bm25(found, r.bm25_k, r.bm25_columns,
                                RowBudget(r.keyword_row_budget, r.bm25_row_budget), allowed)
+
+    def _deep(self, k: int, share: float) -> int:
+        """How deep to fetch unfiltered for ``k`` survivors of a filter admitting
+        ``share`` of the passages."""
+        return math.ceil(k / share * self.ranking.post_filter_margin)
+
+    def _survivors(self, found: list[tuple[int, float]], allowed: set[int], k: int,
+                   deep: int) -> list[tuple[int, float]] | None:
+        """Those of ``found`` (an unfiltered retriever's best ``deep``, best first) that
+        belong to ``allowed`` notes: their best ``k`` are the filtered retriever's when
+        at least ``k`` survive, or when ``found`` is all there was. Else None."""
+        note = {c: n for c, n, _ in self.reads.owners([c for c, _ in found])}
+        kept = [(c, s) for c, s in found if note.get(c) in allowed]
+        return kept if len(kept) >= k or len(found) < deep else None
 
     def query_terms(self, q: Query) -> list[QueryTerm]:
         """The query's distinct words as FTS5 indexed them, with how rare each is (kept

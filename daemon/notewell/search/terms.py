@@ -7,7 +7,8 @@ neighbour or replaced), two from ``Ranking.typo_long_word`` letters; the word be
 is corrected as a prefix, one edit. One edit is found by stemming every variant of the
 word with FTS5's own tokenizer in one call (so "postgress" finds "postgres", indexed as
 ``postgr``), two by ``index.terms.NearTerms`` over the indexed terms. The model reads the
-corrected words too (``dense_text``).
+corrected words too (``dense_text``); in coverage a correction weighs
+``Ranking.typo_coverage`` of a typed word (``QueryTerm.weight``).
 
 May import ``search.query``, ``search.ranking``, ``index.cjk`` and the read interface
 (``index.reads.Reads``); no SQL.
@@ -40,6 +41,10 @@ class QueryTerm:
     df: int
     idf: float
     correction: str | None = None  # the word a typo was read as (its phrase and tokens)
+    # Its share of the query's information in coverage (``fusion.coverage``): a
+    # correction is a guess, so a chunk that holds it is trusted less than one that holds
+    # a word as typed (``Ranking.typo_coverage``).
+    weight: float = 1.0
 
 
 def query_terms(q: Query, reads: Reads, ranking: Ranking | None = None,
@@ -51,6 +56,7 @@ def query_terms(q: Query, reads: Reads, ranking: Ranking | None = None,
     r = ranking or Ranking()
     vocab = reads.vocabulary()
     out = []
+    typing = None  # the word being typed, as typed
     for word, phrase in zip(dict.fromkeys(w for w in q.words if w),
                             fts_terms(q.words, q.partial)):
         prefix = phrase.endswith("*")
@@ -65,6 +71,8 @@ def query_terms(q: Query, reads: Reads, ranking: Ranking | None = None,
             # as the rarest term it would outweigh the pairs that match in coverage.
             continue
         term = QueryTerm(word, phrase, found, prefix, min(dfs), vocab.idf(min(dfs)))
+        if prefix:
+            typing = term
         real = known is not None and r.typo_real_words and known(word)
         fix = (correct(word, prefix, term.df, reads, vocab, r, known)
                if len(found) == 1 and not real and not has_cjk(word) else None)
@@ -73,8 +81,25 @@ def query_terms(q: Query, reads: Reads, ranking: Ranking | None = None,
         if fix is not None:
             surface, token, df = fix
             out.append(QueryTerm(word, f'"{surface}"*' if prefix else f'"{surface}"',
-                                 (token,), prefix, df, vocab.idf(df), surface))
-    return out
+                                 (token,), prefix, df, vocab.idf(df), surface,
+                                 r.typo_coverage))
+    return _typed_in_context(out, typing, reads)
+
+
+def _typed_in_context(found: list[QueryTerm], typing: QueryTerm | None, reads: Reads
+                      ) -> list[QueryTerm]:
+    """``found`` with the correction of the word being typed (``typing``: that word as
+    typed) taken back when no passage holds it beside another word of the query that
+    the index holds: a prefix one edit away matches many words, and one that never
+    meets the rest of the query was not meant ("dunkles Brot selbst machen" is German,
+    not "... machin*")."""
+    fix = next((t for t in found if t.prefix and t.correction), None)
+    if fix is None or typing is None:
+        return found
+    others = [t for t in found if t.df and t.word != fix.word]
+    if not others or reads.together(fix, others):
+        return found
+    return [t for t in found if t is not fix and t is not typing] + [typing]
 
 
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz"
