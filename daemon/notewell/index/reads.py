@@ -112,8 +112,7 @@ class Reads:
         """``found`` with its first ``size`` distances made exact and re-ordered."""
         head = found[:size]
         stored = sql.stored_vectors(self._db(), [i for i, _ in head])
-        q = np.asarray(vector, dtype=np.float32)
-        q = q / max(float(np.linalg.norm(q)), 1e-12)
+        q = _unit(vector)
         exact = [(i, float(1.0 - stored[i] @ q) if i in stored else d) for i, d in head]
         return sorted(exact, key=lambda x: (x[1], x[0])) + found[size:]
 
@@ -143,16 +142,19 @@ class Reads:
             return found[:k]
         head = found[:k + self.copies.settings.within_margin]
         vec = {c: e for c, _, e in self.owners([c for c, _ in head])}
-        stored = sql.stored_vectors(self._db(), sorted(set(vec.values())))
-        q = np.asarray(vector, dtype=np.float32)
-        q = q / max(float(np.linalg.norm(q)), 1e-12)
-        exact = []
-        for c, d in head:
-            v = stored.get(vec.get(c, -1))
-            exact.append((c, d if v is None else float(
-                1.0 - (v @ q) / max(float(np.linalg.norm(v)), 1e-12))))
+        exact = self._float_distances(vector, [(c, d, vec.get(c, -1)) for c, d in head])
         exact.sort(key=lambda x: (x[1], x[0]))
-        return exact[:k]
+        return [(c, d) for c, d, _ in exact[:k]]
+
+    def _float_distances(self, vector: np.ndarray, pairs: list[tuple[int, float, int]]
+                         ) -> list[tuple[int, float, int]]:
+        """``pairs`` (chunk id, cosine distance, vector id) with each distance computed
+        again from the stored float vector (kept as it is where none is stored)."""
+        stored = sql.stored_vectors(self._db(), sorted({v for _, _, v in pairs}))
+        q = _unit(vector)
+        return [(c, float(1.0 - (stored[v] @ q) / max(float(np.linalg.norm(stored[v])),
+                                                      1e-12)) if v in stored else d, v)
+                for c, d, v in pairs]
 
     def note_share(self, notes: set[int]) -> float | None:
         """The share of the index's notes that ``notes`` (note rows) are, from the keyword
@@ -175,8 +177,7 @@ class Reads:
         if len(at) <= s.within_from:
             return None
         chunk_ids, vec_ids = copy.chunk_ids[at], copy.vectors[at]
-        q = np.asarray(vector, dtype=np.float32)
-        q = q / max(float(np.linalg.norm(q)), 1e-12)
+        q = _unit(vector)
         dist = np.empty(len(at), dtype=np.float32)
         block = 8192  # decoded int8 rows: 12 MB at a time, not the whole copy
         for start in range(0, len(at), block):
@@ -190,10 +191,7 @@ class Reads:
                  else np.arange(len(dist)))
         pairs = [(int(chunk_ids[i]), float(dist[i]), int(vec_ids[i])) for i in order]
         if cache.quantized:
-            stored = sql.stored_vectors(self._db(), [v for _, _, v in pairs])
-            pairs = [(c, float(1.0 - (stored[v] @ q) / max(float(np.linalg.norm(stored[v])),
-                                                          1e-12)) if v in stored else d, v)
-                     for c, d, v in pairs]
+            pairs = self._float_distances(vector, pairs)
         pairs.sort(key=lambda x: (x[1], x[0]))
         return [(c, d) for c, d, _ in pairs[:k]]
 
@@ -420,3 +418,9 @@ def _held(term: Term, terms: frozenset[str], completions: frozenset[str]) -> boo
     if term.prefix:
         return not completions.isdisjoint(terms) and all(t in terms for t in term.tokens[:-1])
     return all(t in terms for t in term.tokens)
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    """``vector`` as float32 at unit length (a zero vector stays near zero)."""
+    q = np.asarray(vector, dtype=np.float32)
+    return q / max(float(np.linalg.norm(q)), 1e-12)
