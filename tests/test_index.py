@@ -14,6 +14,7 @@ from notewell.index import database, schema, store
 from notewell.index.database import Index
 from notewell.index.schema import BuildSettings, IndexCorrupt, IndexMismatch, connect
 from notewell.ingest.chunking import ChunkSettings, chunk_note
+from notewell.model.fake import FakeEmbedder
 from notewell.notes import Chunk, Note
 
 SETTINGS = BuildSettings("fake-hash:64", 64, ChunkSettings().fingerprint())
@@ -91,8 +92,9 @@ def test_settings_are_recorded_and_a_mismatch_is_refused(tmp_path):
     meta = Index(path, SETTINGS).meta()
     assert meta["embedder"] == "fake-hash:64" and meta["chunker"] == SETTINGS.chunker
     other = BuildSettings("fake-hash:64", 64, ChunkSettings(max_pieces=99).fingerprint())
-    with pytest.raises(IndexMismatch, match="--rebuild"):
+    with pytest.raises(IndexMismatch, match="next sync re-chunks it"):
         Index(path, other)
+    assert Index(path, other, other_chunker_ok=True).other_chunker == SETTINGS.chunker
 
 
 def test_a_file_that_is_not_a_database_is_reported(tmp_path):
@@ -122,8 +124,6 @@ def test_rebuild_after_settings_change_swaps_in_a_new_generation(tmp_path, notes
     n = engine.status()["notes"]
     engine.close()
     changed = ChunkSettings(max_pieces=120)
-    with pytest.raises(IndexMismatch):
-        Engine(cfg, embedder=fake_embedder, chunker=changed, index_dir=d)
     from notewell.engine import rebuild
     from notewell.sources import open_source
 
@@ -131,12 +131,65 @@ def test_rebuild_after_settings_change_swaps_in_a_new_generation(tmp_path, notes
     final, reports = rebuild([open_source(s) for s in cfg.sources], fake_embedder, changed, d)
     assert final != first and store.current_path(d) == final
     engine = Engine(cfg, embedder=fake_embedder, chunker=changed, index_dir=d)
-    assert engine.status()["notes"] == n
+    assert engine.status()["notes"] == n and engine.index.other_chunker is None
     # these notes are single-chunk, so their text hashes are unchanged: nothing re-embedded
     assert len(fake_embedder.calls) == calls_before
     assert reports[0].reused > 0 and reports[0].embedded == 0
     hits = engine.search("postgres vacuum").hits
     assert hits and hits[0].note_id == "notes:db/postgres-vacuum.md"
+
+
+class RecordingEmbedder(FakeEmbedder):
+    """The fake model, keeping every text it was asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        self.texts.extend(texts)
+        return super().embed_batch(texts)
+
+
+def test_an_index_cut_by_another_chunker_answers_until_the_next_sync_re_chunks_it(
+        tmp_path, notes_dir):
+    """An upgrade that changes the chunker needs no manual rebuild: the old file answers,
+    and the next sync rebuilds it beside, embedding only the passages whose text changed."""
+    long = " ".join(f"Sentence {i} about sourdough starters and rye flour." for i in range(60))
+    (notes_dir / "long.md").write_text(f"# Bread\n\n{long}\n")
+    cfg = Config(sources=(SourceConfig("notes", "markdown", str(notes_dir), ("private/**",)),))
+    d = str(tmp_path / "index")
+    model = RecordingEmbedder()
+    engine = Engine(cfg, embedder=model, index_dir=d)
+    engine.sync()
+    first, before = engine.index.path, set(model.texts)
+    engine.close()
+
+    changed = ChunkSettings(max_pieces=60, min_pieces=20, overlap_pieces=10)
+    assert Engine(cfg, embedder=model, index_dir=d).index.other_chunker is None
+    engine = Engine(cfg, embedder=model, chunker=changed, index_dir=d)
+    assert engine.index.other_chunker == ChunkSettings().fingerprint()
+    assert engine.search("postgres vacuum").hits[0].note_id == "notes:db/postgres-vacuum.md"
+    model.texts.clear()
+    reports = engine.sync()
+    assert engine.index.path != first and store.current_path(d) == engine.index.path
+    assert engine.index.other_chunker is None and engine.index.meta()["chunker"] == (
+        changed.fingerprint())
+    # Only the long note is cut differently: its new passages are all that was embedded.
+    assert model.texts and all("sourdough" in t for t in model.texts)
+    assert not set(model.texts) & before
+    assert sum(r.embedded for r in reports) == len(model.texts)
+    assert engine.search("postgres vacuum").hits[0].note_id == "notes:db/postgres-vacuum.md"
+    engine.close()
+    assert Engine(cfg, embedder=model, chunker=changed, index_dir=d).index.other_chunker is None
+
+
+def test_another_model_is_still_refused_until_rebuilt(tmp_path, notes_dir, fake_embedder):
+    cfg = Config(sources=(SourceConfig("notes", "markdown", str(notes_dir)),))
+    d = str(tmp_path / "index")
+    Engine(cfg, embedder=fake_embedder, index_dir=d).close()
+    with pytest.raises(IndexMismatch, match="another model"):
+        Engine(cfg, embedder=FakeEmbedder(dim=32), index_dir=d)
 
 
 def test_vectors_round_trip_exactly(tmp_path):

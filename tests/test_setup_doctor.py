@@ -208,6 +208,18 @@ def test_doctor_index_check_by_schema_version(home: Path, monkeypatch):
         assert f"schema {version}" in check.detail
 
 
+def test_doctor_index_cut_by_another_chunker_is_a_warning_not_a_failure(home: Path):
+    """After an upgrade that changes the chunker the index still answers, and the daemon's
+    next sync re-chunks it: nothing for the user to rebuild by hand."""
+    embedder = FakeEmbedder()
+    path = os.path.join(paths.index_dir(), "index-1.sqlite")
+    Index(path, BuildSettings(embedder.fingerprint(), embedder.dim,
+                              ChunkSettings(max_pieces=99).fingerprint())).close()
+    check = doctor.check_index(FakeEmbedder)
+    assert check.status == "warn" and "re-chunks" in check.detail, check.line()
+    assert "--rebuild" not in check.fix
+
+
 def test_unreadable_bear_database_asks_for_full_disk_access(monkeypatch):
     class Locked:
         def scan(self):

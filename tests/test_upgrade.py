@@ -109,6 +109,24 @@ def test_the_first_keystroke_after_an_upgrade_restarts_the_daemon_into_it(old_da
         "Lisbon weekend"
 
 
+def test_an_upgrade_that_cuts_notes_differently_re_chunks_the_index_on_its_own(old_daemon,
+                                                                                home):
+    """No `notewell index --rebuild` after such an upgrade: the restarted daemon rebuilds
+    the index beside the old one and switches to it."""
+    d, package = old_daemon
+    before = d.ask("status")["result"]["chunker"]
+    chunking = package / "ingest" / "chunking.py"
+    text = chunking.read_text()
+    assert "    max_pieces: int = 170\n" in text
+    chunking.write_text(text.replace("    max_pieces: int = 170\n", "    max_pieces: int = 60\n"))
+    bump_version(package, NEW)
+    keystroke(package, home, "lisbon tram", zsh=False)
+    after = wait_for(d, lambda r: synced(NEW)(r) and r["result"]["chunker"] != before)
+    assert "max_pieces=60" in after["chunker"] and after["notes"] > 0
+    assert keystroke(package, home, "lisbon tram", zsh=False)["items"][0]["title"] == \
+        "Lisbon weekend"
+
+
 def test_a_client_of_another_installation_is_told_what_to_run(old_daemon, home, tmp_path):
     d, _ = old_daemon
     other = copy_package(tmp_path / "other-site")

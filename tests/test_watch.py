@@ -20,6 +20,7 @@ from notewell import config
 from notewell.config import Config, SourceConfig
 from notewell.engine import Engine
 from notewell.engine import rebuild as rebuild_beside
+from notewell.ingest.chunking import ChunkSettings
 from notewell.ingest.sync import SyncReport
 from notewell.ingest.watch import ChangeWatcher, relevant_path, scan_digest
 from notewell.model.fake import FakeEmbedder
@@ -321,6 +322,39 @@ def test_a_rebuilt_index_is_switched_to_and_the_old_one_closed_30_s_later(tmp_pa
         bg.step()
         assert closed and not os.path.exists(old.path)
         assert bg.state == "ready"
+
+
+def test_after_an_upgrade_that_changes_the_chunker_the_loop_re_chunks_the_index(tmp_path,
+                                                                              folder):
+    """The daemon answers from the old file while it builds the new one beside, switches
+    to it, and closes the old one when no query can still hold it."""
+    cfg = Config(sources=(SourceConfig("notes", "markdown", str(folder)),))
+    before = Engine(cfg, embedder=FakeEmbedder(), index_dir=str(tmp_path / "idx"))
+    before.sync()
+    old_path = before.index.path
+    before.close()
+    clock = FakeClock()
+    changed = ChunkSettings(max_pieces=99)
+    engine = Engine(cfg, embedder=FakeEmbedder(), chunker=changed,
+                    index_dir=str(tmp_path / "idx"))
+    old = engine.index
+    assert old.other_chunker is not None and engine.search("alpha").hits
+    bg = Background(lambda: engine, threading.Event(), use_events=False, clock=clock)
+    assert bg.start_engine() and bg.state == "ready"
+    bg.start_watching()
+    try:
+        bg.request_sync()
+        bg.step()
+        assert engine.index is not old and engine.index.other_chunker is None
+        assert engine.index.meta()["chunker"] == changed.fingerprint()
+        assert [r["unchanged"] + r["added"] for r in bg.last_reports] == [2]
+        assert engine.search("alpha").hits and os.path.exists(old_path)
+        clock.advance(30.125)
+        bg.step()
+        assert not os.path.exists(old_path) and bg.state == "ready"
+    finally:
+        bg.watcher.stop()
+        engine.close()
 
 
 @pytest.fixture

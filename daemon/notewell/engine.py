@@ -67,7 +67,8 @@ class Engine:
         self.index_dir = index_dir or paths.index_dir()
         self.settings = BuildSettings(self.embedder.fingerprint(), self.embedder.dim,
                                       self.chunker.fingerprint())
-        self.index = store.open_current(self.settings, self.index_dir)
+        # A file cut by another chunker still answers until ``sync`` has re-chunked it.
+        self.index = store.open_current(self.settings, self.index_dir, other_chunker_ok=True)
         self.searcher = Searcher(self.index, self.embedder, ranking)
         self.sources: list[Source] = [open_source(s) for s in config.sources]
         self._sync_lock = threading.Lock()
@@ -254,7 +255,8 @@ class Engine:
             "chunks": counts["chunks"],
             "embeddings": counts["embeddings"],
             "model": self.embedder.fingerprint(),
-            "chunker": self.chunker.fingerprint(),
+            # What cut the live index: until a sync re-chunks it, maybe not ``chunker``.
+            "chunker": self.index.other_chunker or self.chunker.fingerprint(),
             "index_version": SCHEMA_VERSION,
             "index_path": self.index.path,
             "index_bytes": _size(self.index.path),
@@ -266,10 +268,24 @@ class Engine:
     # -- writes -----------------------------------------------------------------------------
 
     def sync(self, progress: bool = False, should_stop: Callable[[], bool] = lambda: False,
-             only: str | Collection[str] | None = None) -> list[SyncReport]:
-        """Bring the index up to date with every source (or those named in ``only``)."""
+             only: str | Collection[str] | None = None, close_old: bool = True
+             ) -> list[SyncReport]:
+        """Bring the index up to date with every source (or those named in ``only``).
+        An index cut by another chunker (an upgrade changed it) is rebuilt beside from
+        every source instead, embedding only the passages whose text changed, and this
+        engine switches to it (``reopen``'s ``close_old``)."""
         if isinstance(only, str):
             only = {only}
+        if self.index.other_chunker is not None:
+            log.info("the index was cut by chunker %r; re-chunking it as %r beside the live "
+                     "one (only changed passages are embedded)", self.index.other_chunker,
+                     self.chunker.fingerprint())
+            with self._sync_lock:
+                final, reports = rebuild(self.sources, self.embedder, self.chunker,
+                                         self.index_dir, progress, should_stop)
+            if final is not None:
+                self.reopen(final, close_old=close_old)
+            return reports
         with self._sync_lock:
             syncer = Syncer(self.index, self.embedder, self.chunker, should_stop)
             reports = []
@@ -326,12 +342,15 @@ def chunker_for(embedder: Embedder) -> ChunkSettings:
 
 
 def rebuild(sources: list[Source], embedder: Embedder, chunker: ChunkSettings,
-            index_dir: str, progress: bool = False) -> tuple[str, list[SyncReport]]:
+            index_dir: str, progress: bool = False,
+            should_stop: Callable[[], bool] = lambda: False
+            ) -> tuple[str | None, list[SyncReport]]:
     """Build a fresh index beside the live one, then publish it atomically, so searches
     keep answering from the old one meanwhile. Works when the live index is unusable
     (other model, corrupt); vectors it holds from the same embedder are reused. After a
     switch of model the old model's vectors are kept (``store.keep_vectors``) and a
-    model switched back to takes its kept vectors in: neither re-embeds what it had."""
+    model switched back to takes its kept vectors in: neither re-embeds what it had.
+    Stopped by ``should_stop``, the half-built file is not published (path None)."""
     paths.ensure_private_dir(index_dir)
     settings = BuildSettings(embedder.fingerprint(), embedder.dim, chunker.fingerprint())
     building = store.building_path(index_dir)
@@ -344,10 +363,12 @@ def rebuild(sources: list[Source], embedder: Embedder, chunker: ChunkSettings,
     fresh.import_vectors(current)
     kept = store.kept_vectors_path(index_dir, settings.embedder)
     fresh.import_vectors(kept)
-    syncer = Syncer(fresh, embedder, chunker)
+    syncer = Syncer(fresh, embedder, chunker, should_stop)
     reports = [syncer.sync(src, progress=progress) for src in sources]
     fresh.checkpoint()
     fresh.close()
+    if should_stop():  # the next start builds it again, taking these vectors in too
+        return None, reports
     final = store.publish(building)
     store.forget_vectors(index_dir, settings.embedder)  # in the live index now
     return final, reports

@@ -36,7 +36,7 @@ from notewell.index import keywords, schema, sql
 from notewell.index.copies import Copies, CopySettings
 from notewell.index.keywords import KeywordIndex
 from notewell.index.reads import Reads
-from notewell.index.schema import BuildSettings, IndexCorrupt, connect
+from notewell.index.schema import BuildSettings, ChunkerChanged, IndexCorrupt, connect
 from notewell.notes import Chunk, Note
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,8 @@ class Index:
     connection, and SQLite's WAL lets readers see the last commit while a sync writes."""
 
     def __init__(self, path: str, settings: BuildSettings,
-                 copies: CopySettings | None = None) -> None:
+                 copies: CopySettings | None = None, *,
+                 other_chunker_ok: bool = False) -> None:
         self.path = path
         self.settings = settings
         self._local = threading.local()
@@ -66,9 +67,12 @@ class Index:
         # Set by ``store.open_current`` when this file replaced a damaged one: the daemon
         # reports "rebuilding" until a first full sync has filled it again.
         self.recovered_from: str | None = None
+        # The chunker that cut this file, when not ``settings.chunker`` (opened with
+        # ``other_chunker_ok``): it still answers; ``Engine.sync`` re-chunks it beside.
+        self.other_chunker: str | None = None
         if path != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        self._prepare()
+        self._prepare(other_chunker_ok)
 
     # -- connections and schema --------------------------------------------------------
 
@@ -94,11 +98,16 @@ class Index:
             self._conns.clear()
         self._local = threading.local()
 
-    def _prepare(self) -> None:
+    def _prepare(self, other_chunker_ok: bool) -> None:
         # A truncated or overwritten file may pass the header check and fail on the first
         # page read: either way it is a damaged index, for ``store`` to move aside.
         try:
             schema.upgrade(self.db, self.path, self.settings)
+        except ChunkerChanged as e:
+            if not other_chunker_ok:
+                self.close()
+                raise
+            self.other_chunker = e.stored
         except (apsw.CorruptError, apsw.NotADBError) as e:
             self.close()
             raise IndexCorrupt(f"{self.path} is damaged: {e}") from None

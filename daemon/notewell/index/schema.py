@@ -40,6 +40,15 @@ class IndexMismatch(IndexProblem):
     """The index was built with another model, chunker or schema."""
 
 
+class ChunkerChanged(IndexMismatch):
+    """The index was cut by another chunker, with the same model: its vectors still answer
+    queries, and a rebuild beside it embeds only the passages whose text changed."""
+
+    def __init__(self, message: str, stored: str) -> None:
+        super().__init__(message)
+        self.stored = stored
+
+
 class IndexCorrupt(IndexProblem):
     """The file is not a usable SQLite database."""
 
@@ -245,6 +254,11 @@ def check_settings(db: apsw.Connection, settings: BuildSettings) -> None:
                 f"{settings.dim}): run `notewell index --rebuild` (the old model's vectors "
                 "are kept, so switching back re-embeds nothing)"
             )
+        if have != want and key == "chunker":
+            raise ChunkerChanged(
+                f"the index was cut by chunker {have!r}, but notewell now uses {want!r}: "
+                "the next sync re-chunks it (`notewell index`, or the daemon on its own), "
+                "embedding only the passages whose text changed", have or "")
         if have != want:
             raise IndexMismatch(
                 f"the index was built with {key} {have!r}, but notewell now uses "

@@ -50,13 +50,14 @@ def current_path(directory: str | None = None) -> str:
 
 
 def open_current(settings: BuildSettings, directory: str | None = None,
-                 recover: bool = True) -> Index:
-    """Open the current index; a corrupt file is moved aside and replaced if ``recover``."""
+                 recover: bool = True, other_chunker_ok: bool = False) -> Index:
+    """Open the current index; a corrupt file is moved aside and replaced if ``recover``.
+    ``other_chunker_ok``: a file cut by another chunker opens (``Index.other_chunker``)."""
     directory = directory or paths.index_dir()
     paths.ensure_private_dir(directory)
     path = current_path(directory)
     try:
-        index = Index(path, settings)
+        index = Index(path, settings, other_chunker_ok=other_chunker_ok)
         if recover:
             problems = index.integrity_check(quick=True)
             if problems:

@@ -239,6 +239,11 @@ def check_index(embedder: Callable[[], Embedder] | None = None) -> Check:
         return Check(name, FAIL, f"schema {version}, newer than this notewell's "
                      f"({SCHEMA_VERSION})", "upgrade notewell, or `notewell index --rebuild`")
     for key, value in want.items():
+        if meta.get(key) != value and key == "chunker":  # the next sync re-chunks it
+            return Check(name, WARN, f"{notes} notes, cut by chunker {meta.get(key)!r}; "
+                         f"notewell now uses {value!r}: it answers meanwhile, and the next "
+                         "sync re-chunks it, embedding only the passages that changed",
+                         "`notewell agent restart`, or `notewell index` with no daemon")
         if meta.get(key) != value:
             return Check(name, FAIL, f"built with {key} {meta.get(key)!r}, notewell now uses "
                          f"{value!r}", "run `notewell index --rebuild`")

@@ -212,7 +212,11 @@ class Background:
             self.behind[name] = min(self.behind.get(name, first), first)
         try:
             self._switch_generation()
-            reports = engine.sync(should_stop=self.stop_event.is_set, only=only)
+            old = engine.index
+            reports = engine.sync(should_stop=self.stop_event.is_set, only=only,
+                                  close_old=False)
+            if engine.index is not old:  # re-chunked after an upgrade: a new generation
+                self._retired.append((self.clock.monotonic(), old))
             self.last_reports = [r.to_dict() for r in reports]
             self.note_reports(reports)
             for r in reports:
