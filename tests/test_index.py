@@ -169,12 +169,15 @@ def test_an_index_cut_by_another_chunker_answers_until_the_next_sync_re_chunks_i
     assert Engine(cfg, embedder=model, index_dir=d).index.other_chunker is None
     engine = Engine(cfg, embedder=model, chunker=changed, index_dir=d)
     assert engine.index.other_chunker == ChunkSettings().fingerprint()
+    assert engine.status()["re_chunking"] and engine.status()["chunker"] == (
+        ChunkSettings().fingerprint())
     assert engine.search("postgres vacuum").hits[0].note_id == "notes:db/postgres-vacuum.md"
     model.texts.clear()
     reports = engine.sync()
     assert engine.index.path != first and store.current_path(d) == engine.index.path
     assert engine.index.other_chunker is None and engine.index.meta()["chunker"] == (
         changed.fingerprint())
+    assert not engine.status()["re_chunking"]
     # Only the long note is cut differently: its new passages are all that was embedded.
     assert model.texts and all("sourdough" in t for t in model.texts)
     assert not set(model.texts) & before

@@ -257,6 +257,7 @@ class Engine:
             "model": self.embedder.fingerprint(),
             # What cut the live index: until a sync re-chunks it, maybe not ``chunker``.
             "chunker": self.index.other_chunker or self.chunker.fingerprint(),
+            "re_chunking": self.index.other_chunker is not None,
             "index_version": SCHEMA_VERSION,
             "index_path": self.index.path,
             "index_bytes": _size(self.index.path),

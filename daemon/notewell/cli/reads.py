@@ -139,6 +139,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"notes:   {status['notes']}   chunks: {status['chunks']}")
     print(f"model:   {status['model']}")
     print(f"index:   v{status['index_version']} {status['index_path']}")
+    if status.get("re_chunking"):
+        print("         cut by an older chunker: the next sync rebuilds it beside, embedding "
+              "only the passages that changed; it answers meanwhile")
     copies = status.get("in_memory") or {}
     if status.get("pid"):  # a running daemon's copies; a one-shot command keeps none
         print("memory:  " + ", ".join(
