@@ -44,6 +44,14 @@ def test_keystroke_smoke(cache):
         assert label in out
 
 
+def test_rechunk_smoke(cache, tmp_path):
+    out = run("rechunk.py", "--fake", "--notes", str(SHARED / "dendron-vault" / "notes"),
+              "--to", "max_pieces=60", "--home", str(tmp_path), cache=cache)
+    done = next(line for line in out.splitlines() if line.startswith("re-chunked"))
+    assert "re-chunking now: False" in done and " 0 embedded" not in done
+    assert "next sync: " in out and out.rstrip().endswith(", 0 embedded")
+
+
 def test_search_latency_smoke(cache, tmp_path):
     out = run("search_latency.py", "--sizes", "150", "--vectors", "random", "--queries", "3",
               "--passes", "1", "--exact-runs", "1", "--gap-ms", "5", "--json",
