@@ -187,6 +187,48 @@ def test_an_index_cut_by_another_chunker_answers_until_the_next_sync_re_chunks_i
     assert Engine(cfg, embedder=model, chunker=changed, index_dir=d).index.other_chunker is None
 
 
+def test_a_source_that_cannot_be_read_keeps_the_old_index_until_a_later_try(tmp_path,
+                                                                           notes_dir):
+    """Re-chunking never drops the notes of a source it could not read: the build is not
+    published, and the next try takes its vectors in instead of embedding them again."""
+    long = " ".join(f"Sentence {i} about sourdough starters and rye flour." for i in range(60))
+    (notes_dir / "long.md").write_text(f"# Bread\n\n{long}\n")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "tea.md").write_text("# Tea\n\n" + " ".join(
+        f"Line {i} on steeping green tea leaves." for i in range(60)) + "\n")
+    cfg = Config(sources=(SourceConfig("notes", "markdown", str(notes_dir), ("private/**",)),
+                          SourceConfig("other", "markdown", str(other))))
+    d = str(tmp_path / "index")
+    model = RecordingEmbedder()
+    engine = Engine(cfg, embedder=model, index_dir=d)
+    engine.sync()
+    first = engine.index.path
+    engine.close()
+
+    changed = ChunkSettings(max_pieces=60, min_pieces=20, overlap_pieces=10)
+    engine = Engine(cfg, embedder=model, chunker=changed, index_dir=d)
+    moved = tmp_path / "other-away"
+    other.rename(moved)  # the source cannot be read
+    model.texts.clear()
+    reports = engine.sync()
+    assert [r.source for r in reports if r.error] == ["other"]
+    assert engine.index.path == first and engine.index.other_chunker is not None
+    assert store.current_path(d) == first
+    embedded_once = set(model.texts)
+    assert embedded_once and all("sourdough" in t for t in embedded_once)
+    assert engine.search("green tea").hits[0].note_id == "other:tea.md"
+
+    moved.rename(other)
+    model.texts.clear()
+    reports = engine.sync()
+    assert not any(r.error for r in reports) and engine.index.path != first
+    assert engine.index.other_chunker is None
+    assert model.texts and all("steeping" in t for t in model.texts)  # the bread: not again
+    assert engine.search("green tea").hits[0].note_id == "other:tea.md"
+    engine.close()
+
+
 def test_another_model_is_still_refused_until_rebuilt(tmp_path, notes_dir, fake_embedder):
     cfg = Config(sources=(SourceConfig("notes", "markdown", str(notes_dir)),))
     d = str(tmp_path / "index")

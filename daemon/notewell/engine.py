@@ -282,8 +282,11 @@ class Engine:
                      "one (only changed passages are embedded)", self.index.other_chunker,
                      self.chunker.fingerprint())
             with self._sync_lock:
+                # A source that cannot be read now keeps its notes in the live index, which
+                # answers until a later try reads every source.
                 final, reports = rebuild(self.sources, self.embedder, self.chunker,
-                                         self.index_dir, progress, should_stop)
+                                         self.index_dir, progress, should_stop,
+                                         keep_if_failed=self.index.reads.sources())
             if final is not None:
                 self.reopen(final, close_old=close_old)
             return reports
@@ -344,19 +347,23 @@ def chunker_for(embedder: Embedder) -> ChunkSettings:
 
 def rebuild(sources: list[Source], embedder: Embedder, chunker: ChunkSettings,
             index_dir: str, progress: bool = False,
-            should_stop: Callable[[], bool] = lambda: False
-            ) -> tuple[str | None, list[SyncReport]]:
+            should_stop: Callable[[], bool] = lambda: False,
+            keep_if_failed: Collection[str] = ()) -> tuple[str | None, list[SyncReport]]:
     """Build a fresh index beside the live one, then publish it atomically, so searches
     keep answering from the old one meanwhile. Works when the live index is unusable
     (other model, corrupt); vectors it holds from the same embedder are reused. After a
     switch of model the old model's vectors are kept (``store.keep_vectors``) and a
     model switched back to takes its kept vectors in: neither re-embeds what it had.
-    Stopped by ``should_stop``, the half-built file is not published (path None)."""
+    Stopped by ``should_stop``, or when a source named in ``keep_if_failed`` could not be
+    read, the build is not published (path None), and the next one takes its vectors in."""
     paths.ensure_private_dir(index_dir)
     settings = BuildSettings(embedder.fingerprint(), embedder.dim, chunker.fingerprint())
     building = store.building_path(index_dir)
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(building + suffix):
+    unfinished = building + ".unfinished"
+    if os.path.exists(building):
+        os.replace(building, unfinished)
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
             os.remove(building + suffix)
     current = store.current_path(index_dir)
     store.keep_vectors(current, index_dir, settings.embedder)
@@ -364,11 +371,17 @@ def rebuild(sources: list[Source], embedder: Embedder, chunker: ChunkSettings,
     fresh.import_vectors(current)
     kept = store.kept_vectors_path(index_dir, settings.embedder)
     fresh.import_vectors(kept)
+    fresh.import_vectors(unfinished)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(unfinished)
     syncer = Syncer(fresh, embedder, chunker, should_stop)
     reports = [syncer.sync(src, progress=progress) for src in sources]
     fresh.checkpoint()
     fresh.close()
-    if should_stop():  # the next start builds it again, taking these vectors in too
+    failed = [r.source for r in reports if r.error and r.source in keep_if_failed]
+    if should_stop() or failed:
+        log.warning("index not rebuilt (%s); the live index answers until the next try",
+                    f"could not read {', '.join(failed)}" if failed else "stopped")
         return None, reports
     final = store.publish(building)
     store.forget_vectors(index_dir, settings.embedder)  # in the live index now
