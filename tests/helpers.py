@@ -17,7 +17,20 @@ SHARED = REPO.parent / "shared" / "data"
 
 sys.path.insert(0, str(REPO / "daemon"))
 
+from notewell.model.fake import FakeEmbedder  # noqa: E402
 from notewell.wire import client, protocol  # noqa: E402
+
+
+class RecordingEmbedder(FakeEmbedder):
+    """The fake model, keeping every text it was asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    def embed_batch(self, texts: list[str]):
+        self.texts.extend(texts)
+        return super().embed_batch(texts)
 
 NOTES = {
     "git/undo-commit.md": "# Undo the last commit\n\nUse `git reset --soft HEAD~1` to undo the "

@@ -8,6 +8,7 @@ import sys
 import apsw
 import numpy as np
 import pytest
+from helpers import RecordingEmbedder
 from notewell.config import Config, SourceConfig
 from notewell.engine import Engine
 from notewell.index import database, schema, store
@@ -137,18 +138,6 @@ def test_rebuild_after_settings_change_swaps_in_a_new_generation(tmp_path, notes
     assert reports[0].reused > 0 and reports[0].embedded == 0
     hits = engine.search("postgres vacuum").hits
     assert hits and hits[0].note_id == "notes:db/postgres-vacuum.md"
-
-
-class RecordingEmbedder(FakeEmbedder):
-    """The fake model, keeping every text it was asked to embed."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.texts: list[str] = []
-
-    def embed_batch(self, texts: list[str]) -> np.ndarray:
-        self.texts.extend(texts)
-        return super().embed_batch(texts)
 
 
 def test_an_index_cut_by_another_chunker_answers_until_the_next_sync_re_chunks_it(

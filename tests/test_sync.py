@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bear_fixture import build
-from helpers import write_notes
+from helpers import RecordingEmbedder, write_notes
 from notewell.config import Config, SourceConfig
 from notewell.engine import Engine
 from notewell.index.database import Index
@@ -42,16 +42,6 @@ def long_note(title: str, words: list[str], edited: str | None = None) -> str:
     return "\n".join(parts)
 
 
-class CountingEmbedder(FakeEmbedder):
-    def __init__(self) -> None:
-        super().__init__()
-        self.texts: list[str] = []
-
-    def embed_batch(self, texts: list[str]) -> np.ndarray:
-        self.texts.extend(texts)
-        return super().embed_batch(texts)
-
-
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
     return write_notes(tmp_path / "notes", {
@@ -67,7 +57,7 @@ def md(root: Path, name: str = "notes"):
 
 def setup(tmp_path: Path):
     index = Index(str(tmp_path / "index.sqlite"), SETTINGS)
-    emb = CountingEmbedder()
+    emb = RecordingEmbedder()
     return index, emb, Syncer(index, emb, CHUNKER)
 
 
