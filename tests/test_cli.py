@@ -50,6 +50,27 @@ def test_index_search_status_without_a_daemon(home, notes_config):
     assert status["sources"][0]["name"] == "notes" and status["sources"][0]["last_sync"]
 
 
+def test_a_rebuild_that_cannot_read_a_source_leaves_the_live_index(home, notes_dir, tmp_path):
+    """Nothing is lost: the notes of a source that cannot be read now stay searchable."""
+    from notewell import config
+    from notewell.index import store
+    from notewell.wire import paths
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "tea.md").write_text("# Tea\n\nSteeping green tea leaves.\n")
+    config.save(config.Config(sources=(config.SourceConfig("notes", "markdown", str(notes_dir)),
+                                       config.SourceConfig("other", "markdown", str(other)))))
+    assert run(home, "index").returncode == 0
+    live = store.current_path(paths.index_dir())
+    other.rename(tmp_path / "away")
+    out = run(home, "index", "--rebuild")
+    assert out.returncode == 1 and "the live index is unchanged" in out.stderr
+    assert store.current_path(paths.index_dir()) == live
+    hits = json.loads(run(home, "search", "green tea", "--json").stdout)
+    assert hits[0]["note_id"] == "other:tea.md"
+
+
 def test_index_without_sources_says_what_to_do(home):
     out = run(home, "index")
     assert out.returncode == 1 and "[[sources]]" in out.stderr

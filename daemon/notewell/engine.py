@@ -307,13 +307,6 @@ class Engine:
                 log.info("source %s is no longer configured; dropping its notes", name)
                 self.index.drop_source(name)
 
-    def rebuild(self, progress: bool = False) -> list[SyncReport]:
-        """Rebuild beside the live index and swap it in; see ``rebuild``."""
-        final, reports = rebuild(self.sources, self.embedder, self.chunker, self.index_dir,
-                                 progress=progress)
-        self.reopen(final)
-        return reports
-
     def reopen(self, path: str | None = None, close_old: bool = True) -> None:
         """Switch to another index file. ``close_old=False`` leaves the old one open (and
         on disk) for queries still running on it; the caller closes it later (the daemon

@@ -46,8 +46,15 @@ def cmd_index(args: argparse.Namespace) -> int:
         from notewell.sources import open_source
 
         embedder = args.embedder()
-        reports = rebuild([open_source(s) for s in config.sources], embedder,
-                          chunker_for(embedder), paths.index_dir(), progress=not args.quiet)[1]
+        # A source that cannot be read would leave the new index without its notes.
+        final, reports = rebuild([open_source(s) for s in config.sources], embedder,
+                                 chunker_for(embedder), paths.index_dir(),
+                                 progress=not args.quiet,
+                                 keep_if_failed={s.name for s in config.sources})
+        if final is None:
+            print("notewell: not rebuilt, the live index is unchanged: a source could not "
+                  "be read (below); fix it, or remove it from config.toml, and run again",
+                  file=sys.stderr)
     else:
         engine = one_shot_engine(args)
         reports = engine.sync(progress=not args.quiet)
