@@ -11,7 +11,7 @@ from pathlib import Path
 from helpers import REPO
 
 PACKAGE = REPO / "daemon" / "notewell"
-CORE = {"clock", "config", "notes", "memory", "__init__"}  # top-level modules, lowest
+CORE = {"clock", "config", "notes", "memory", "priority", "__init__"}  # top-level modules, lowest
 BELOW_ENGINE = {"core", "wire", "sources", "model", "index", "ingest", "search"}
 # What each part of notewell may import (besides itself), lowest layer first.
 ALLOWED: dict[str, set[str]] = {
