@@ -155,7 +155,14 @@ def run(config: Config, poll_seconds: float = 5.0,
         signal.signal(signal.SIGHUP, lambda *_: daemon.request_sync())
     try:
         daemon.start()
-    except (AlreadyRunning, PermissionError) as e:
+    except AlreadyRunning as e:
+        # Not a failure: this home is served. Exit 0, which launchd's KeepAlive
+        # {SuccessfulExit: false} and systemd's Restart=on-failure both leave stopped;
+        # an error exit would be retried every ThrottleInterval for as long as the
+        # other daemon runs.
+        print(f"notewell: {e}", file=sys.stderr)
+        return 0
+    except PermissionError as e:
         print(f"notewell: {e}", file=sys.stderr)
         return 1
     finished = daemon.serve_forever()
