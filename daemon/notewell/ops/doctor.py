@@ -327,6 +327,29 @@ def check_socket() -> Check:
     return Check(name, OK, f"{directory} 700, socket 600")
 
 
+def check_time_machine(platform: str, xattrs=None) -> Check:
+    """Whether the index and model folders carry Time Machine's exclusion, which the
+    daemon sets when it starts (``notewell.timemachine``)."""
+    from notewell import timemachine
+
+    name = "Time Machine"
+    if platform != "darwin":
+        return Check(name, SKIP, "macOS only")
+    missing = []
+    try:
+        xattrs = xattrs or timemachine.LibSystemXattrs()
+        for what, path in timemachine.cache_dirs().items():
+            if os.path.isdir(path) and not timemachine.is_excluded(path, xattrs):
+                missing.append(f"{what} ({path})")
+    except (OSError, AttributeError) as e:
+        return Check(name, WARN, f"cannot tell: {e}")
+    if missing:
+        return Check(name, WARN, f"backed up every hour though rebuildable: "
+                     f"{', '.join(missing)}", "`notewell agent restart` (the daemon marks "
+                     "them when it starts), or `tmutil addexclusion PATH`")
+    return Check(name, OK, "index and model cache excluded")
+
+
 def check_agent(platform: str, run: Callable[..., subprocess.CompletedProcess]) -> Check:
     from notewell.ops import agent
 
@@ -459,6 +482,7 @@ def run(platform: str | None = None,
     if daemon_check.status == OK:
         checks += check_daemon_sources(platform)
     checks.append(check_socket())
+    checks.append(check_time_machine(platform))
     checks.append(check_agent(platform, run_cmd))
     checks.append(check_workflow(platform))
     checks.append(check_fast_client(platform, daemon_check.status == OK))

@@ -33,6 +33,7 @@ from notewell.memory import limit_heaps
 from notewell.serve.background import Background
 from notewell.serve.handlers import Handlers
 from notewell.serve.transport import AlreadyRunning, Server
+from notewell.timemachine import exclude_caches
 from notewell.wire import paths
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,7 @@ class Daemon:
     def start(self) -> None:
         """Take the lock, bind the socket, and start loading the engine in the background."""
         self.server.open()
+        exclude_caches()  # from Time Machine's hourly backups (macOS; best effort)
         with contextlib.suppress(FileNotFoundError):  # a restart after an upgrade is done
             os.remove(paths.restart_marker())
         self.background.start()
