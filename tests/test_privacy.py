@@ -63,6 +63,17 @@ def test_homebrew_python_is_its_frameworks_python_app_resolved(tmp_path: Path):
     assert "notewell agent restart" in hint
 
 
+def test_a_command_refused_in_a_terminal_names_the_terminal_too(tmp_path: Path):
+    base = tmp_path / "Library/Frameworks/Python.framework/Versions/3.12"
+    app = framework(tmp_path, "Library/Frameworks/Python.framework/Versions/3.12")
+    hint = privacy.grant_hint("darwin", base_prefix=str(base), executable="/x",
+                              environ={"TERM_PROGRAM": "Apple_Terminal"})
+    assert str(app) in hint and "Terminal (this command runs in it)" in hint
+    hint = privacy.grant_hint("darwin", base_prefix=str(base), executable="/x",
+                              environ={"TERM_PROGRAM": "Apple_Terminal"}, daemon_only=True)
+    assert str(app) in hint and "Terminal" not in hint
+
+
 def test_python_org_python_is_its_python_app_without_the_homebrew_note(tmp_path: Path):
     base = tmp_path / "Library/Frameworks/Python.framework/Versions/3.12"
     app = framework(tmp_path, "Library/Frameworks/Python.framework/Versions/3.12")
@@ -190,6 +201,21 @@ def test_doctor_shows_what_the_daemon_was_refused(monkeypatch, homebrew: Path):
         {"name": "bear", "path": None, "last_error": f"{DENIED} Bear's database /db"},
         {"name": "notes", "path": "/n", "last_error": None}]}}
     monkeypatch.setattr(client, "ask", lambda request, timeout: status)
+    monkeypatch.setenv("TERM_PROGRAM", "iTerm.app")
     (check,) = doctor.check_daemon_sources("darwin")
     assert check.status == "FAIL" and check.name == "daemon reads bear"
-    assert str(homebrew) in check.fix
+    assert str(homebrew) in check.fix and "iTerm" not in check.fix
+
+
+def test_setup_says_bears_database_is_refused_not_missing(home: Path, user_home: Path,
+                                                         monkeypatch, homebrew: Path):
+    from notewell.ops import setup
+
+    db = make_bear_db(Path(os.path.expanduser(DEFAULT_LOCATIONS[0])))
+    (user_home / "notes").mkdir()
+    refuse(monkeypatch, db)
+    lines: list[str] = []
+    setup.run(platform="darwin", say=lines.append, confirm=lambda q: False)
+    said = "\n".join(lines)
+    assert "Bear's database is there but not allowed" in said and str(homebrew) in said
+    assert "no Bear database found" not in said

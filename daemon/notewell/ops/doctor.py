@@ -232,7 +232,8 @@ def check_daemon_sources(platform: str) -> list[Check]:
         error = src.get("last_error") or ""
         if error.startswith(DENIED):
             checks.append(Check(f"daemon reads {src.get('name')}", FAIL, error,
-                                privacy.grant_hint(platform, src.get("path") or "")))
+                                privacy.grant_hint(platform, src.get("path") or "",
+                                                   daemon_only=True)))
     return checks
 
 

@@ -40,16 +40,30 @@ def is_homebrew(target: str) -> bool:
     return "/Cellar/" in target or target.startswith(("/opt/homebrew/", "/usr/local/opt/"))
 
 
-def grant_hint(platform: str, path: str = "", base_prefix: str | None = None,
-               executable: str | None = None) -> str:
-    """What to do about a refused ``path``: on macOS, the program to allow and where."""
+TERMINALS = {"Apple_Terminal": "Terminal", "iTerm.app": "iTerm", "vscode": "Visual Studio Code",
+             "WarpTerminal": "Warp", "ghostty": "Ghostty"}  # $TERM_PROGRAM -> app
+
+
+def terminal_app(environ: dict[str, str] | None = None) -> str:
+    """The app a command run by hand is attributed to (macOS asks about it, not Python)."""
+    program = (environ if environ is not None else os.environ).get("TERM_PROGRAM", "")
+    return TERMINALS.get(program, program or "the app you run notewell from")
+
+
+def grant_hint(platform: str, path: str = "", *, daemon_only: bool = False,
+               base_prefix: str | None = None, executable: str | None = None,
+               environ: dict[str, str] | None = None) -> str:
+    """What to do about a refused ``path``: on macOS, the programs to allow and where.
+    ``daemon_only``: the refusal was the daemon's, so the terminal's grant is irrelevant."""
     if platform != "darwin":
         where = f" (`ls -ld {path}`)" if path else ""
         return f"make it readable by your user: check its permissions{where}"
     target = grant_target(base_prefix, executable)
-    hint = (f"allow {target} in {SETTINGS} (its + button, then Cmd-Shift-G to type the "
-            "path), then `notewell agent restart`: the agent runs that program, and the "
-            "grant of the terminal you run notewell from does not carry over")
+    who = f"{target} (the agent's daemon runs it)"
+    if not daemon_only:  # this command was refused: its terminal lacks the grant too
+        who += f" and {terminal_app(environ)} (this command runs in it)"
+    hint = (f"allow {who} in {SETTINGS} (its + button, then Cmd-Shift-G to type a path), "
+            "then `notewell agent restart`")
     if is_homebrew(target):
         hint += ("; Homebrew's Python moves with each `brew upgrade python`: allow the "
                  "new Python.app again after an upgrade")
