@@ -292,3 +292,18 @@ def test_a_daemon_that_refuses_to_stop_gets_sigterm_and_install_says_when_it_sta
     finally:
         os.close(lock)
     assert running.stop(ask=lambda r, timeout: pytest.fail("nobody to ask")) is None
+
+
+def test_start_of_an_agent_switched_off_says_where_to_switch_it_on(
+        home: Path, user_home: Path, tmp_path: Path, monkeypatch):
+    stand = install_stand_ins(tmp_path, monkeypatch)
+    stand.rules({"launchctl": [{"prefix": ["print"], "rc": 113}]})
+    agent.install("darwin", stop_running=lambda: None)
+    stand.clear()
+    stand.rules({"launchctl": [{"prefix": ["print"], "rc": 113},
+                               {"prefix": ["bootstrap"], "rc": 5,
+                                "stderr": "Bootstrap failed: 5: Input/output error"}]})
+    with pytest.raises(agent.AgentError, match=r"Input/output error.*Login Items"):
+        agent.start("darwin")
+    # Starting never enables it: an agent switched off stays off unless installed again.
+    assert "enable" not in [c[0] for c in stand.args("launchctl")]

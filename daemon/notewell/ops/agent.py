@@ -210,7 +210,11 @@ class Launchd:
         if self._launchctl("print", self.target, check=False).returncode != 0:
             if not os.path.exists(self.unit_path):
                 raise AgentError("the agent is not installed: run `notewell agent install`")
-            self._launchctl("bootstrap", self.domain, self.unit_path)
+            result = self._launchctl("bootstrap", self.domain, self.unit_path, check=False)
+            if result.returncode != 0:  # not enabled here: switching it off was the user's
+                raise AgentError(f"launchctl bootstrap failed: {_err(result)}; if notewell "
+                                 "is switched off in System Settings > General > Login "
+                                 "Items, switch it on, or run `notewell agent install`")
         self._launchctl("kickstart", self.target)
         return f"started {LABEL}"
 
