@@ -146,3 +146,22 @@ def test_the_watchers_loop_lowers_itself(tmp_path, monkeypatch, base: int):
         assert nice_of(threading.get_native_id()) == base
     finally:
         watcher.stop()
+
+
+@linux_only
+def test_the_copies_loader_threads_lower_themselves(engine, monkeypatch, base: int):
+    # Nobody waits for them (SQLite answers meanwhile), so they are background work.
+    from notewell.index import copies
+
+    seen: list[tuple[str, int]] = []
+
+    def lower_and_record() -> bool:
+        result = priority.lower_this_thread()
+        seen.append((threading.current_thread().name, nice_of(threading.get_native_id())))
+        return result
+
+    monkeypatch.setattr(copies, "lower_this_thread", lower_and_record)
+    engine.sync()
+    engine.index.warm_vectors(wait=True)
+    assert seen == [("notewell-vectors", priority.BACKGROUND_NICE)]
+    assert nice_of(threading.get_native_id()) == base
