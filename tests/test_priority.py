@@ -165,3 +165,37 @@ def test_the_copies_loader_threads_lower_themselves(engine, monkeypatch, base: i
     engine.index.warm_vectors(wait=True)
     assert seen == [("notewell-vectors", priority.BACKGROUND_NICE)]
     assert nice_of(threading.get_native_id()) == base
+
+
+@linux_only
+def test_the_models_threads_keep_the_priority_they_were_made_with(tmp_path):
+    # onnxruntime's and the tokenizer's worker threads run queries too. A background
+    # thread that embeds after lowering itself must not leave them at its priority; in a
+    # process of its own, so that no earlier test has started them.
+    import json
+    import subprocess
+
+    from helpers import REPO
+
+    script = """
+import json, os, threading
+from notewell.model.embedding import OnnxEmbedder
+from notewell.model.files import locate_model_files
+from notewell.priority import lower_this_thread
+embedder = OnnxEmbedder(locate_model_files())  # embeds nothing while it is made
+def sync():
+    lower_this_thread()
+    embedder.embed_batch(["a passage the background sync embeds"] * 4)
+thread = threading.Thread(target=sync)
+thread.start()
+thread.join()  # its OS thread may outlive join for a moment: left out
+tasks = [int(t) for t in os.listdir(f"/proc/{os.getpid()}/task")]
+print(json.dumps(sorted({os.getpriority(os.PRIO_PROCESS, t) for t in tasks
+                         if t != thread.native_id})))
+"""
+    env = dict(os.environ, PYTHONPATH=str(REPO / "daemon"), NOTEWELL_HOME=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    base = nice_of(threading.get_native_id())
+    assert json.loads(out.stdout.splitlines()[-1]) == [base]
