@@ -60,6 +60,7 @@ def test_nothing_happens_off_macos(home: Path, monkeypatch):
 def test_doctor_shows_whether_they_are_excluded(home: Path, monkeypatch):
     monkeypatch.delenv("NOTEWELL_MODEL_DIR", raising=False)
     xattrs = FakeXattrs()
+    assert doctor.check_time_machine("darwin", xattrs).status == "skip"  # none yet
     os.makedirs(paths.index_dir())
     check = doctor.check_time_machine("darwin", xattrs)
     assert check.status == "warn" and paths.index_dir() in check.detail

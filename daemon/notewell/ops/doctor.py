@@ -336,12 +336,14 @@ def check_time_machine(platform: str, xattrs=None) -> Check:
     name = "Time Machine"
     if platform != "darwin":
         return Check(name, SKIP, "macOS only")
-    missing = []
+    dirs = {what: path for what, path in timemachine.cache_dirs().items()
+            if os.path.isdir(path)}
+    if not dirs:
+        return Check(name, SKIP, "no index or model cache yet (the daemon marks them)")
     try:
         xattrs = xattrs or timemachine.LibSystemXattrs()
-        for what, path in timemachine.cache_dirs().items():
-            if os.path.isdir(path) and not timemachine.is_excluded(path, xattrs):
-                missing.append(f"{what} ({path})")
+        missing = [f"{what} ({path})" for what, path in dirs.items()
+                   if not timemachine.is_excluded(path, xattrs)]
     except (OSError, AttributeError) as e:
         return Check(name, WARN, f"cannot tell: {e}")
     if missing:
