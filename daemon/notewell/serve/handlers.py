@@ -1,8 +1,9 @@
 """What the daemon answers: one handler per op, and the dispatch of a request to it.
 
 Owns the ops (``ping``, ``status``, ``search``, ``similar``, ``sync``, ``stop``,
-``latest_query``, ``note``, ``tags``, ``recent``), their argument checks
-(``RequestError``, a bad date, an unknown note become an error reply with its code),
+``latest_query``, ``note``, ``tags``, ``recent``), their errors (a bad argument, as
+``wire.requests`` checks it for every path, a bad date, an unknown note, a
+``RequestError`` become an error reply with its code),
 the protocol version check, the worker pool that runs the ops touching the index
 (the rest answer on the connection's thread), the prepared answers of the search handler
 (``response_cache``) and the newest query Alfred asked for (the stale-Enter guard). An op
