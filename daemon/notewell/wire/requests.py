@@ -180,7 +180,8 @@ def check(schema: dict, given: dict | None, who: str) -> dict:
     ``BadArguments`` naming the first wrong argument. ``who``: the op or tool, for the
     message on an unknown argument."""
     given = dict(given or {})
-    errors = list(_validator(schema).iter_errors(given))
+    validator, fields = _compiled(schema)
+    errors = list(validator.iter_errors(given))
     if errors:
         props = list(schema["properties"])
 
@@ -191,24 +192,31 @@ def check(schema: dict, given: dict | None, who: str) -> dict:
 
         raise _explain(min(errors, key=order), schema, who)
     out = {}
-    for name, prop in schema["properties"].items():
-        value = given[name] if name in given else copy.deepcopy(prop.get("default"))
-        if isinstance(value, float) and prop.get("type") == "integer":
-            value = int(value)  # JSON has one number type; 8.0 is 8
-        out[name] = value
+    for name, fallback, integer in fields:
+        if name not in given:
+            out[name] = list(fallback) if isinstance(fallback, list) else fallback
+        elif integer and isinstance(given[name], float):
+            out[name] = int(given[name])  # JSON has one number type; 8.0 is 8
+        else:
+            out[name] = given[name]
     return out
 
 
-_VALIDATORS: dict[int, tuple[dict, Any]] = {}
+# Per schema (by identity; they are built once): its validator, and each property's name,
+# default and whether it is an integer.
+_COMPILED: dict[int, tuple[dict, Any, list[tuple[str, Any, bool]]]] = {}
 
 
-def _validator(schema: dict):
-    held = _VALIDATORS.get(id(schema))
+def _compiled(schema: dict) -> tuple[Any, list[tuple[str, Any, bool]]]:
+    held = _COMPILED.get(id(schema))
     if held is None or held[0] is not schema:
         import jsonschema
 
-        held = _VALIDATORS[id(schema)] = (schema, jsonschema.Draft202012Validator(schema))
-    return held[1]
+        fields = [(name, prop.get("default"), prop.get("type") == "integer")
+                  for name, prop in schema["properties"].items()]
+        held = _COMPILED[id(schema)] = (schema, jsonschema.Draft202012Validator(schema),
+                                        fields)
+    return held[1], held[2]
 
 
 _KINDS = {"string": "a string", "integer": "an integer", "number": "a number",
