@@ -26,8 +26,8 @@ PAGE_CHARS = 20_000
 # clients apply to one tool result. A person in a terminal pages with --offset.
 MAX_PAGE_CHARS = 40_000
 # The most hits one search, similar or recent answer holds, on every path. 50 hits are
-# about 12,000 tokens in an MCP answer (a hit is at most about 1,000 characters there),
-# under that same cut; Raycast asks for 30 and Alfred for 20, and ranking past 50 is noise.
+# about 10,000 tokens in an MCP answer, text and structured content (49 hits on the demo
+# notes: 40,300 characters), under that same cut; Raycast asks for 30, Alfred for 20.
 MAX_LIMIT = 50
 MAX_TAGS = 20  # tags a filter may name
 MAX_NAME_CHARS = 200  # a source name, a tag, a tag prefix
