@@ -101,7 +101,7 @@ def test_tools_are_read_only_with_input_and_output_schemas(vault):
         assert t.description
     search = next(t for t in tools if t.name == "search_notes")
     props = search.input_schema["properties"]
-    assert props["limit"]["minimum"] == 1 and props["limit"]["maximum"] == 25
+    assert props["limit"]["minimum"] == 1 and props["limit"]["maximum"] == 50
     assert props["limit"]["default"] == 8 and search.input_schema["required"] == ["query"]
     assert "7d" in search.description
     (template,) = templates.resource_templates
@@ -211,8 +211,8 @@ ERRORS = [
     ("get_note", {"note_id": "notes:work/handbook.md", "max_chars": 100_000},
      "max_chars: must be from 1 to 40000, got 100000"),
     ("similar_notes", {"note_id": "notes:nope.md"}, "no note with id 'notes:nope.md'"),
-    ("search_notes", {"query": "x", "limit": 0}, "limit: must be from 1 to 25, got 0"),
-    ("search_notes", {"query": "x", "limit": 26}, "limit: must be from 1 to 25, got 26"),
+    ("search_notes", {"query": "x", "limit": 0}, "limit: must be from 1 to 50, got 0"),
+    ("search_notes", {"query": "x", "limit": 51}, "limit: must be from 1 to 50, got 51"),
     ("search_notes", {"query": "x", "limit": "8"}, "limit: must be an integer, got a string"),
     ("search_notes", {"query": "x", "limit": True}, "limit: must be an integer"),
     ("search_notes", {"query": "x", "modified_after": "last tuesday"},

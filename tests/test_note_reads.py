@@ -13,6 +13,7 @@ import pytest
 from helpers import notewell_command, start_daemon, subprocess_env, wait_synced, write_notes
 from notewell.engine import ArgumentError, Engine, HeadingNotFound, NoteNotFound
 from notewell.search.dates import DateError
+from notewell.wire.requests import BadArguments
 from reliability_helpers import FakeClock
 
 LONG = "# Handbook\n\nIntro line.\n\n## Setup\n\nInstall it.\n\n### Linux\n\napt install x\n\n" \
@@ -113,9 +114,10 @@ def test_long_notes_come_in_pages_that_join_up(lib):
 def test_bad_paging_and_unknown_notes_are_named(lib):
     with pytest.raises(ArgumentError, match=r"^offset: 9999 is past the end"):
         lib.note("notes:work/plan.md", offset=9999)
-    with pytest.raises(ArgumentError, match=r"^offset"):
+    # Types and ranges are the ones every path checks (wire.requests).
+    with pytest.raises(BadArguments, match=r"^offset: must be 0 or more, got -1"):
         lib.note("notes:work/plan.md", offset=-1)
-    with pytest.raises(ArgumentError, match=r"^max_chars"):
+    with pytest.raises(BadArguments, match=r"^max_chars: must be from 1 to 40000, got 0"):
         lib.note("notes:work/plan.md", max_chars=0)
     with pytest.raises(NoteNotFound, match=r"no note with id 'notes:nope.md'"):
         lib.note("notes:nope.md")

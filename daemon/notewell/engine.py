@@ -30,21 +30,19 @@ from notewell.search.query import Query, parse, typing_tag
 from notewell.search.ranking import Ranking
 from notewell.search.searcher import Searcher, SearchResult
 from notewell.sources import Source, SourceWarning, open_source
-from notewell.wire import paths
+from notewell.wire import paths, requests
 
 log = logging.getLogger(__name__)
 
-NOTE_PAGE_CHARS = 20_000  # a page of note text: about 5,000 tokens
-MAX_PAGE_CHARS = 100_000
 DateBound = str | float | int | None
 
 
-class ArgumentError(ValueError):
-    """An argument a read cannot use; ``name`` is the argument, the message says why."""
+class ArgumentError(requests.BadArguments):
+    """An argument a read cannot use given the notes (its type and range are checked by
+    ``wire.requests``); ``name`` is the argument, the message says why."""
 
     def __init__(self, name: str, message: str) -> None:
-        super().__init__(f"{name}: {message}")
-        self.name = name
+        super().__init__(f"{name}: {message}", name)
 
 
 class NoteNotFound(LookupError):
@@ -148,16 +146,14 @@ class Engine:
         return self.searcher.run(q, limit=limit)
 
     def note(self, note_id: str, heading: str | None = None, offset: int = 0,
-             max_chars: int = NOTE_PAGE_CHARS) -> dict:
+             max_chars: int = requests.PAGE_CHARS) -> dict:
         """A note's text as Markdown, as its source holds it now (or only the section
         under ``heading``), one page of ``max_chars`` from ``offset``; ``next_offset``
         is where the next page starts, None on the last. Only notes in the index are
         read, through their configured source: nothing else on disk is reachable.
-        Raises ``NoteNotFound``, ``HeadingNotFound``, ``ArgumentError``."""
-        if offset < 0:
-            raise ArgumentError("offset", "must be 0 or more")
-        if not 1 <= max_chars <= MAX_PAGE_CHARS:
-            raise ArgumentError("max_chars", f"must be between 1 and {MAX_PAGE_CHARS}")
+        Raises ``NoteNotFound``, ``HeadingNotFound``, ``requests.BadArguments``."""
+        requests.request_args("note", {"note_id": note_id, "heading": heading,
+                                       "offset": offset, "max_chars": max_chars})
         record = self.index.reads.note_record(note_id)
         src = next((s for s in self.sources if record and s.name == record.source), None)
         if record is None or src is None:

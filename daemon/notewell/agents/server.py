@@ -1,11 +1,11 @@
 """``notewell mcp``: the MCP server an agent's client starts, over stdio.
 
 Built on the official SDK's low-level ``Server`` (``mcp`` 2.x): the tools' schemas are
-written out in ``tools`` rather than derived from Python signatures, so unknown arguments
-are refused and every argument error names the argument, and no model classes are built
-at start. Each call is one request to the warm daemon (``link``), run on a worker thread
-so a slow answer never holds the session. Logs go to stderr; the SDK itself keeps stray
-output off stdout while it serves.
+generated in ``tools`` from the ops' arguments (``wire.requests``) rather than derived
+from Python signatures, so unknown arguments are refused and every argument error names
+the argument, and no model classes are built at start. Each call is one request to the
+warm daemon (``link``), run on a worker thread so a slow answer never holds the session.
+Logs go to stderr; the SDK itself keeps stray output off stdout while it serves.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from mcp.shared.exceptions import MCPError
 from notewell import __version__
 from notewell.agents import tools
 from notewell.agents.link import DaemonLink, Refused, Unavailable, start_daemon
+from notewell.wire.requests import MAX_PAGE_CHARS, BadArguments
 
 log = logging.getLogger(__name__)
 
 NOTE_URI = "notewell://note/"
 NOTE_TEMPLATE = NOTE_URI + "{note_id}"
 RESOURCE_MAX_CHARS = 400_000  # a resource has no pages: beyond this, get_note pages
-RESOURCE_PAGE_CHARS = 100_000  # the daemon's largest page
 INSTRUCTIONS = (
     "Read-only access to the user's own notes (Bear, Obsidian, Markdown folders), "
     "answered by notewell's local index: search_notes finds notes by meaning and "
@@ -74,7 +74,7 @@ class NotewellTools:
                           f"{', '.join(tools.TOOLS)}")
         try:
             args = tools.check(spec, arguments)
-        except tools.ArgumentProblem as e:
+        except BadArguments as e:
             return _error(f"{name}: {e}")
         op, request = tools.request(name, args)
         try:
@@ -123,7 +123,7 @@ class NotewellTools:
         parts, offset = [], 0
         while True:
             page = self.link.ask("note", note_id=note_id, offset=offset,
-                                 max_chars=RESOURCE_PAGE_CHARS)
+                                 max_chars=MAX_PAGE_CHARS)  # the largest page
             parts.append(page["text"])
             offset = page["next_offset"]
             if offset is None:

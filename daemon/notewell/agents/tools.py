@@ -2,9 +2,11 @@
 the daemon, and the structured and text answers.
 
 Pure data and string work, no SDK and no I/O, so the same definitions serve
-``tools/list``, the argument checks and the tests. Every tool only reads; nothing here
-can write a note or name a file: a note is reached by its id, through the daemon, which
-reads only notes of its configured sources.
+``tools/list``, the argument checks and the tests. A tool's input schema is generated
+from its daemon op's arguments (``wire.requests``: types, defaults, limits), with the
+descriptions written here; the same module checks what an agent sends. Every tool only
+reads; nothing here can write a note or name a file: a note is reached by its id, through
+the daemon, which reads only notes of its configured sources.
 
 Answers are sized for an agent's context: a search hit's text entry is a title, heading
 path, a snippet of at most ``SNIPPET_CHARS`` and the note id, so eight hits stay well
@@ -18,19 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from notewell.wire.protocol import MAX_QUERY_CHARS  # the daemon's own limit
+from notewell.wire import requests
 
 SNIPPET_CHARS = 240
 MAX_TAGS_LISTED = 500
-# A page's text travels twice (text block and structured content): 40,000 characters stay
-# under the 25,000-token cut some clients apply to a tool result even then.
-MAX_PAGE_CHARS = 40_000
 DATE_FORMS = ("2025-03-01, 2025-06 (a month), 2025 (a year), today, yesterday, or a time "
               "ago: 7d, 2w, 3m, 1y")
-
-
-class ArgumentProblem(ValueError):
-    """An argument the tool cannot take; the message names it and says what it takes."""
 
 
 # -- schemas --------------------------------------------------------------------------------
@@ -41,9 +36,7 @@ def _nullable(kind: str, **extra: Any) -> dict:
 
 
 _STR_LIST = {"type": "array", "items": {"type": "string"}}
-_DATE = {"type": ["string", "null"], "maxLength": 40, "default": None}
-_NOTE_ID = {"type": "string", "minLength": 1, "maxLength": 1000,
-            "description": "A note_id from search_notes, recent_notes or similar_notes."}
+_NOTE_ID = "A note_id from search_notes, recent_notes or similar_notes."
 
 HIT = {
     "type": "object",
@@ -80,9 +73,15 @@ HITS = {
 }
 
 
-def _obj(properties: dict, required: tuple[str, ...] = ()) -> dict:
-    return {"type": "object", "properties": properties, "required": list(required),
-            "additionalProperties": False}
+def _input(op: str, descriptions: dict[str, str | None]) -> dict:
+    """A tool's input schema: the daemon op's arguments named in ``descriptions``, their
+    types, defaults and limits as ``wire.requests`` generates them for agents, with the
+    descriptions an agent reads."""
+    schema = requests.schema(op, tuple(descriptions), agents=True)
+    for name, description in descriptions.items():
+        if description:
+            schema["properties"][name]["description"] = description
+    return schema
 
 
 @dataclass(frozen=True)
@@ -90,8 +89,10 @@ class ToolSpec:
     name: str
     title: str
     description: str
+    op: str  # the daemon op it asks
     input_schema: dict
     output_schema: dict
+    fixed: tuple[tuple[str, object], ...] = ()  # arguments the op always gets
 
 
 TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
@@ -102,18 +103,15 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
         "note_id of a hit with get_note to read it. Filters: tags (nested tags included), "
         "source, and modification dates (" + DATE_FORMS + "); modified_after includes the "
         "date named, modified_before excludes it.",
-        _obj({
-            "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS,
-                      "description": "What to look for, in words; '#tag' and 'in:source' "
-                      "may also be typed in it."},
-            "limit": {"type": "integer", "minimum": 1, "maximum": 25, "default": 8},
-            "tags": {**_STR_LIST, "maxItems": 20, "default": [],
-                     "description": "Only notes with all of these tags."},
-            "source": _nullable("string", maxLength=200, default=None,
-                                description="Only notes of this source (see index_status)."),
-            "modified_after": _DATE,
-            "modified_before": _DATE,
-        }, ("query",)),
+        "search", _input("search", {
+            "query": "What to look for, in words; '#tag' and 'in:source' may also be "
+                     "typed in it.",
+            "limit": None,
+            "tags": "Only notes with all of these tags.",
+            "source": "Only notes of this source (see index_status).",
+            "modified_after": None,
+            "modified_before": None,
+        }),
         {**HITS, "properties": {**HITS["properties"], "behind": BEHIND},
          "required": ["hits", "notices", "behind"]},
     ),
@@ -122,13 +120,8 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
         "A note's text as Markdown, with its title, tags, url and modification date; or "
         "only the section under `heading` (a heading's text, or a path like 'Setup > "
         "Linux'). Long notes come in pages: call again with offset=next_offset.",
-        _obj({
-            "note_id": _NOTE_ID,
-            "heading": _nullable("string", maxLength=500, default=None),
-            "offset": {"type": "integer", "minimum": 0, "default": 0},
-            "max_chars": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_CHARS,
-                          "default": 20_000},
-        }, ("note_id",)),
+        "note", _input("note", {"note_id": _NOTE_ID, "heading": None, "offset": None,
+                                "max_chars": None}),
         {
             "type": "object",
             "properties": {
@@ -150,18 +143,16 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
     ToolSpec(
         "similar_notes", "Notes similar to a note",
         "The notes closest in meaning to a note, the note itself left out.",
-        _obj({"note_id": _NOTE_ID,
-              "limit": {"type": "integer", "minimum": 1, "maximum": 25, "default": 8}},
-             ("note_id",)),
+        "similar", _input("similar", {"note_id": _NOTE_ID, "limit": None}),
         HITS,
+        # An unknown note_id is an error an agent can act on, not an empty list.
+        fixed=(("strict", True),),
     ),
     ToolSpec(
         "recent_notes", "Recently modified notes",
         "The most recently modified notes, newest first, optionally of one source or "
         "with all of some tags.",
-        _obj({"limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10},
-              "source": _nullable("string", maxLength=200, default=None),
-              "tags": {**_STR_LIST, "maxItems": 20, "default": []}}),
+        "recent", _input("recent", {"limit": None, "source": None, "tags": None}),
         HITS,
     ),
     ToolSpec(
@@ -169,7 +160,7 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
         "The tags in the user's notes with how many notes carry each; nested tags as "
         "paths (work/projects), a parent counting its children's notes. `prefix` keeps "
         f"the tags starting with it. At most {MAX_TAGS_LISTED} are listed.",
-        _obj({"prefix": _nullable("string", maxLength=200, default=None)}),
+        "tags", _input("tags", {"prefix": None}),
         {
             "type": "object",
             "properties": {
@@ -185,7 +176,7 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
         "index_status", "Index status",
         "What notewell has indexed: per source the notes, last sync and last error; "
         "whether the index is behind its sources.",
-        _obj({}),
+        "status", _input("status", {}),
         {
             "type": "object",
             "properties": {
@@ -213,95 +204,20 @@ ANNOTATIONS = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint":
                "openWorldHint": False}
 
 
-# -- checking what an agent sends ------------------------------------------------------------
+# -- checking what an agent sends and what the daemon is asked ------------------------------
 
 
 def check(spec: ToolSpec, arguments: dict[str, Any] | None) -> dict[str, Any]:
-    """The arguments with defaults filled in, or ``ArgumentProblem`` naming the first
-    wrong one. Reads the input schema, so what ``tools/list`` shows is what is checked."""
-    schema = spec.input_schema
-    given = dict(arguments or {})
-    props = schema["properties"]
-    unknown = sorted(set(given) - set(props))
-    if unknown:
-        takes = ", ".join(props) or "no arguments"
-        raise ArgumentProblem(f"unknown argument {unknown[0]!r}; {spec.name} takes: {takes}")
-    for name in schema["required"]:
-        if name not in given:
-            raise ArgumentProblem(f"{name}: required")
-    out = {}
-    for name, prop in props.items():
-        if name in given:
-            out[name] = _check_value(name, prop, given[name])
-        else:
-            out[name] = prop.get("default")
-    return out
-
-
-def _check_value(name: str, prop: dict, value: Any) -> Any:
-    kinds = prop["type"] if isinstance(prop["type"], list) else [prop["type"]]
-    if value is None:
-        if "null" in kinds:
-            return None
-        raise ArgumentProblem(f"{name}: required, null given")
-    kind = kinds[0]
-    if kind == "string":
-        if not isinstance(value, str):
-            raise ArgumentProblem(f"{name}: must be a string, got {_kind(value)}")
-        if prop.get("minLength") and not value.strip():
-            raise ArgumentProblem(f"{name}: must not be empty")
-        if "maxLength" in prop and len(value) > prop["maxLength"]:
-            raise ArgumentProblem(f"{name}: at most {prop['maxLength']} characters, got "
-                                  f"{len(value)}")
-        return value
-    if kind == "integer":
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)  # JSON has one number type; 8.0 is 8
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ArgumentProblem(f"{name}: must be an integer, got {_kind(value)}")
-        low, high = prop.get("minimum"), prop.get("maximum")
-        if (low is not None and value < low) or (high is not None and value > high):
-            bounds = f"from {low} to {high}" if high is not None else f"{low} or more"
-            raise ArgumentProblem(f"{name}: must be {bounds}, got {value}")
-        return value
-    if kind == "array":
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ArgumentProblem(f"{name}: must be a list of strings, got {_kind(value)}")
-        if "maxItems" in prop and len(value) > prop["maxItems"]:
-            raise ArgumentProblem(f"{name}: at most {prop['maxItems']} items")
-        if any(len(v) > 200 for v in value):
-            raise ArgumentProblem(f"{name}: each at most 200 characters")
-        return value
-    raise AssertionError(f"schema type {kind} is not handled")
-
-
-def _kind(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
-            int: "an integer", float: "a number"}.get(type(value), type(value).__name__)
-
-
-# -- what the daemon is asked ------------------------------------------------------------
+    """The arguments with defaults filled in, or ``requests.BadArguments`` naming the
+    first wrong one. Reads the input schema, so what ``tools/list`` shows is what is
+    checked (the SDK's low-level server does not check it)."""
+    return requests.check(spec.input_schema, arguments, spec.name)
 
 
 def request(name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The daemon op and its arguments for a checked tool call."""
-    if name == "search_notes":
-        return "search", {"query": args["query"], "limit": args["limit"],
-                          "tags": args["tags"], "source": args["source"],
-                          "modified_after": args["modified_after"],
-                          "modified_before": args["modified_before"]}
-    if name == "get_note":
-        return "note", dict(args)
-    if name == "similar_notes":
-        return "similar", {"note_id": args["note_id"], "limit": args["limit"],
-                           "strict": True}
-    if name == "recent_notes":
-        return "recent", dict(args)
-    if name == "list_tags":
-        return "tags", dict(args)
-    if name == "index_status":
-        return "status", {}
-    raise KeyError(name)
+    spec = TOOLS[name]
+    return spec.op, {**args, **dict(spec.fixed)}
 
 
 # -- answers -------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from notewell import __version__
 from notewell.wire import paths
+from notewell.wire.requests import MAX_LIMIT, MAX_PAGE_CHARS, OPS, default
 
 if TYPE_CHECKING:
     pass
@@ -23,6 +24,11 @@ class _Version(argparse.Action):
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # notewell/
         print(f"notewell {__version__} ({here}, Python {sys.version.split()[0]})")
         parser.exit()
+
+
+def _limit(s: argparse.ArgumentParser, op: str) -> None:
+    s.add_argument("--limit", type=int, default=default(op, "limit", "cli"),
+                   help=f"how many notes (default %(default)s, at most {MAX_LIMIT})")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,9 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "(a configured source name). The last word is matched as a prefix "
                        "while you type.")
     s.add_argument("query", nargs="+", help="what to look for, with optional #tag and in:NAME")
-    s.add_argument("--limit", type=int, default=10, help="how many notes (default 10)")
+    _limit(s, "search")
     s.add_argument("--json", action="store_true", help="print hits as JSON")
-    s.add_argument("--mode", choices=("hybrid", "dense", "bm25"), default="hybrid",
+    s.add_argument("--mode", choices=OPS["search"]["mode"].choices,
+                   default=default("search", "mode", "cli"),
                    help="ranking: hybrid (default), dense only or BM25 only")
     s.add_argument("--after", help="only notes modified on or after this date: "
                    "2025-03-01, 2025-06 (a month), 2025, or a time ago: 7d, 2w, 3m, 1y")
@@ -84,8 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--heading", help="only this section: a heading's text or its path "
                    "(\"Setup > Linux\"), any case")
     s.add_argument("--offset", type=int, default=0, help="first character (default 0)")
-    s.add_argument("--max-chars", type=int, default=20_000,
-                   help="characters per page (default 20000)")
+    s.add_argument("--max-chars", type=int, default=default("note", "max_chars", "cli"),
+                   help="characters per page (default %(default)s, at most "
+                   f"{MAX_PAGE_CHARS})")
     s.add_argument("--json", action="store_true", help="the page and the note's details "
                    "as JSON")
 
@@ -98,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("recent", help="the most recently modified notes",
                        description="The most recently modified notes, newest first. Dates: "
                        "2025-03-01, 2025-06 (a month), 2025, or a time ago: 7d, 2w, 3m, 1y.")
-    s.add_argument("--limit", type=int, default=10, help="how many notes (default 10)")
+    _limit(s, "recent")
     s.add_argument("--source", help="only this source (its configured name)")
     s.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG",
                    help="only notes with this tag (nested tags included); repeatable")
@@ -110,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="List the notes closest in meaning to NOTE_ID (as shown "
                        "by `search --json`), excluding the note itself.")
     s.add_argument("note_id")
-    s.add_argument("--limit", type=int, default=10)
+    _limit(s, "similar")
     s.add_argument("--json", action="store_true")
 
     s = sub.add_parser("eval", help="measure ranking quality on a golden set or a BEIR "

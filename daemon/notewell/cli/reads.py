@@ -37,33 +37,48 @@ def date_filters(args: argparse.Namespace) -> dict:
 
 
 def read_op(args: argparse.Namespace, op: str, **kw) -> dict:
-    """The daemon's answer to a read op, else the same library call in this process.
-    A bad argument or unknown note is a message and exit 1, from either side."""
+    """The daemon's answer to a read op, else the same library call in this process, its
+    arguments checked as the daemon checks them (``wire.requests``). A bad argument or
+    unknown note is a message and exit 1, from either side."""
     from notewell.search.dates import DateError
+    from notewell.wire.requests import BadArguments, request_args
 
     try:
         result = daemon_request(op, **kw)
         if result is not None:
             return result
-        from notewell.engine import ArgumentError, HeadingNotFound, NoteNotFound
+        from notewell.engine import HeadingNotFound, NoteNotFound
 
+        checked = request_args(op, kw)
         engine = one_shot_engine(args)
         try:
-            if op == "search":
-                return engine.search(kw.pop("query"), **kw).to_dict()
-            if op == "recent":
-                return engine.recent(**kw).to_dict()
-            if op == "note":
-                return engine.note(**kw)
-            if op == "tags":
-                return {"tags": engine.tags(**kw)}
-            raise ValueError(f"no library call for op {op!r}")
-        except (ArgumentError, HeadingNotFound, NoteNotFound) as e:
+            return _library_call(engine, op, checked)
+        except (HeadingNotFound, NoteNotFound) as e:
             raise SystemExit(f"notewell: {e.args[0]}") from None
         finally:
             engine.close()
-    except DateError as e:
+    except (DateError, BadArguments) as e:
         raise SystemExit(f"notewell: {e}") from None
+
+
+def _library_call(engine, op: str, a: dict) -> dict:
+    """What the daemon's handler for ``op`` answers, from a one-shot engine."""
+    from notewell.wire.requests import FILTERS
+
+    filters = {k: a[k] for k in FILTERS if k in a}  # search's and recent's
+    if op == "search":
+        return engine.search(a["query"], limit=a["limit"], mode=a["mode"], **filters).to_dict()
+    if op == "recent":
+        return engine.recent(a["limit"], **filters).to_dict()
+    if op == "note":
+        return engine.note(a["note_id"], heading=a["heading"], offset=a["offset"],
+                           max_chars=a["max_chars"])
+    if op == "tags":
+        return {"tags": engine.tags(a["prefix"])}
+    if op == "similar":
+        return {"hits": [h.to_dict() for h in engine.similar(a["note_id"], a["limit"])],
+                "notices": []}
+    raise ValueError(f"no library call for op {op!r}")
 
 
 @command
@@ -111,12 +126,7 @@ def cmd_tags(args: argparse.Namespace) -> int:
 
 @command
 def cmd_similar(args: argparse.Namespace) -> int:
-    result = daemon_request("similar", note_id=args.note_id, limit=args.limit)
-    if result is None:
-        engine = one_shot_engine(args)
-        result = {"hits": [h.to_dict() for h in engine.similar(args.note_id, args.limit)],
-                  "notices": []}
-        engine.close()
+    result = read_op(args, "similar", note_id=args.note_id, limit=args.limit)
     if not result["hits"]:
         result["notices"].append(f"no note with id {args.note_id!r} (ids: `search --json`)")
     print_hits(result["hits"], result["notices"], args.json)

@@ -1,8 +1,9 @@
 """What the daemon answers: one handler per op, and the dispatch of a request to it.
 
 Owns the ops (``ping``, ``status``, ``search``, ``similar``, ``sync``, ``stop``,
-``latest_query``, ``note``, ``tags``, ``recent``), their argument checks
-(``RequestError``, a bad date, an unknown note become an error reply with its code),
+``latest_query``, ``note``, ``tags``, ``recent``), their errors (a bad argument, as
+``wire.requests`` checks it for every path, a bad date, an unknown note, a
+``RequestError`` become an error reply with its code),
 the protocol version check, the worker pool that runs the ops touching the index
 (the rest answer on the connection's thread), the prepared answers of the search handler
 (``response_cache``) and the newest query Alfred asked for (the stale-Enter guard). An op
@@ -30,19 +31,18 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor
 from notewell import __version__, installed_version
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import Config
-from notewell.engine import ArgumentError, Engine, HeadingNotFound, NoteNotFound
+from notewell.engine import Engine, HeadingNotFound, NoteNotFound
 from notewell.launcher import alfred
 from notewell.search.dates import DateError
-from notewell.search.query import MAX_QUERY_CHARS, parse
+from notewell.search.query import parse
 from notewell.serve.background import Background, SyncError
 from notewell.serve.response_cache import ResponseCache
 from notewell.serve.transport import error_reply
-from notewell.wire import paths, protocol
+from notewell.wire import paths, protocol, requests
 
 log = logging.getLogger(__name__)
 
 WORKERS = 4
-MAX_LIMIT = 200
 # Ops that touch no index: answered on the connection's thread, so a ping answers while
 # every worker is busy and `sync --wait` never holds a worker while it waits.
 INLINE_OPS = frozenset({"ping", "stop", "sync", "latest_query"})
@@ -61,27 +61,9 @@ def _arg(req: dict, name: str, kind: type, default):
     return value
 
 
-def _tags(req: dict) -> tuple[str, ...]:
-    tags = _arg(req, "tags", list, [])
-    if not all(isinstance(t, str) for t in tags):
-        raise RequestError("bad_args", "'tags' must be a list of str")
-    return tuple(tags)
-
-
-def _optional(req: dict, name: str, kinds: tuple[type, ...]):
-    """An argument that may be missing or nil, else of one of ``kinds``."""
-    value = req.get(name)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
-        raise RequestError("bad_args", f"'{name}' must be "
-                           f"{' or '.join(k.__name__ for k in kinds)}")
-    return value
-
-
-def _filters(req: dict) -> dict:
-    """The filters the search and recent ops take as arguments, checked."""
-    return {"tags": _tags(req), "source": _optional(req, "source", (str,)),
-            "modified_after": _optional(req, "modified_after", (str, int, float)),
-            "modified_before": _optional(req, "modified_before", (str, int, float))}
+def _filters(args: dict) -> dict:
+    """The filters of checked search or recent arguments, as the engine takes them."""
+    return {**{k: args[k] for k in requests.FILTERS}, "tags": tuple(args["tags"])}
 
 
 class Handlers:
@@ -151,8 +133,8 @@ class Handlers:
             return error_reply(e.code, str(e))
         except DateError as e:
             return error_reply("bad_date", str(e))
-        except ArgumentError as e:
-            return error_reply("bad_args", str(e))
+        except requests.BadArguments as e:  # the engine's ArgumentError too
+            return error_reply(e.code, str(e))
         except (NoteNotFound, HeadingNotFound) as e:
             return error_reply("not_found", str(e.args[0]))
         except Exception as e:
@@ -216,19 +198,11 @@ class Handlers:
         return base
 
     def op_search(self, req: dict) -> dict:
-        query = _arg(req, "query", str, "")
-        limit = _arg(req, "limit", int, 20)
-        fmt = _arg(req, "format", str, "json")
-        mode = _arg(req, "mode", str, "hybrid")
-        if mode not in ("hybrid", "dense", "bm25"):
-            raise RequestError("bad_args", "mode must be hybrid, dense or bm25")
-        if fmt not in ("json", "alfred"):
-            raise RequestError("bad_args", "format must be json or alfred")
-        filters = _filters(req)
-        query = query[:MAX_QUERY_CHARS]
+        args = requests.request_args("search", req)  # a long query is cut, not refused
+        query, limit, fmt, mode = args["query"], args["limit"], args["format"], args["mode"]
+        filters = _filters(args)
         if fmt == "alfred":
             self.latest_alfred_query = query
-        limit = max(1, min(limit, MAX_LIMIT))
         engine = self._ready_engine()
         lag = self.background.lag()
         rebuilding = self.background.rebuilding()
@@ -273,33 +247,28 @@ class Handlers:
         return {"query": self.latest_alfred_query}
 
     def op_similar(self, req: dict) -> dict:
-        note_id = _arg(req, "note_id", str, "")
-        limit = max(1, min(_arg(req, "limit", int, 20), MAX_LIMIT))
+        args = requests.request_args("similar", req)
+        note_id = args["note_id"]
         engine = self._ready_engine()
-        hits = engine.similar(note_id, limit)
-        # ``strict``: an unknown id is an error (agents), not an empty list (the launcher).
-        if not hits and _arg(req, "strict", bool, False) \
+        hits = engine.similar(note_id, args["limit"])
+        if not hits and args["strict"] \
                 and engine.index.reads.note_record(note_id) is None:
             raise NoteNotFound(f"no note with id {note_id[:200]!r}; note ids come from "
                                "search results (note_id)")
         return {"hits": [h.to_dict() for h in hits], "notices": []}
 
     def op_note(self, req: dict) -> dict:
-        note_id = _arg(req, "note_id", str, "")
-        if not note_id:
-            raise RequestError("bad_args", "'note_id' is required")
-        heading = _optional(req, "heading", (str,))
-        offset = _arg(req, "offset", int, 0)
-        max_chars = _arg(req, "max_chars", int, 20_000)
-        return self._ready_engine().note(note_id, heading=heading, offset=offset,
-                                         max_chars=max_chars)
+        args = requests.request_args("note", req)
+        return self._ready_engine().note(args["note_id"], heading=args["heading"],
+                                         offset=args["offset"], max_chars=args["max_chars"])
 
     def op_tags(self, req: dict) -> dict:
-        return {"tags": self._ready_engine().tags(_optional(req, "prefix", (str,)))}
+        args = requests.request_args("tags", req)
+        return {"tags": self._ready_engine().tags(args["prefix"])}
 
     def op_recent(self, req: dict) -> dict:
-        limit = max(1, min(_arg(req, "limit", int, 10), MAX_LIMIT))
-        return self._ready_engine().recent(limit, **_filters(req)).to_dict()
+        args = requests.request_args("recent", req)
+        return self._ready_engine().recent(args["limit"], **_filters(args)).to_dict()
 
     def op_sync(self, req: dict) -> dict:
         self._ready_engine()
