@@ -66,7 +66,8 @@ def test_no_notewell_home_means_none_in_the_environment(monkeypatch):
     assert "NOTEWELL_HOME" not in agent.environment(agent.program())
 
 
-def test_launchctl_calls_for_install_status_restart_stop_uninstall(user_home: Path,
+def test_launchctl_calls_for_install_status_restart_stop_uninstall(home: Path,
+                                                                   user_home: Path,
                                                                    tmp_path: Path,
                                                                    monkeypatch):
     stand = install_stand_ins(tmp_path, monkeypatch)
@@ -76,8 +77,8 @@ def test_launchctl_calls_for_install_status_restart_stop_uninstall(user_home: Pa
     stand.rules({"launchctl": [{"prefix": ["print"], "rc": 113,
                                 "stderr": "Could not find service"}]})
     assert "installed" in agent.install("darwin")
-    assert stand.args("launchctl") == [["print", target], ["bootstrap", f"gui/{uid}",
-                                                           str(plist_path)]]
+    assert stand.args("launchctl") == [["print", target], ["enable", target],
+                                       ["bootstrap", f"gui/{uid}", str(plist_path)]]
     assert plistlib.loads(plist_path.read_bytes())["Label"] == "com.notewell.daemon"
     assert (user_home / "Library" / "Logs" / "notewell").is_dir()
 
@@ -85,7 +86,8 @@ def test_launchctl_calls_for_install_status_restart_stop_uninstall(user_home: Pa
     stand.clear()
     stand.rules({"launchctl": [{"prefix": ["print"], "stdout": LAUNCHCTL_PRINT}]})
     agent.install("darwin")
-    assert [a[0] for a in stand.args("launchctl")] == ["print", "bootout", "bootstrap"]
+    assert [a[0] for a in stand.args("launchctl")] == ["print", "bootout", "enable",
+                                                       "bootstrap"]
 
     st = agent.status("darwin")
     assert (st.installed, st.loaded, st.running, st.pid) == (True, True, True, 4242)
@@ -104,7 +106,7 @@ def test_launchctl_calls_for_install_status_restart_stop_uninstall(user_home: Pa
     assert not plist_path.exists()
 
 
-def test_bootstrap_failure_is_an_error_that_says_what_to_check(user_home: Path,
+def test_bootstrap_failure_is_an_error_that_says_what_to_check(home: Path, user_home: Path,
                                                                tmp_path: Path, monkeypatch):
     stand = install_stand_ins(tmp_path, monkeypatch)
     monkeypatch.setattr(agent, "BOOTSTRAP_RETRY_DELAYS", (0.0,))
@@ -130,7 +132,8 @@ def test_missing_launchctl_is_a_clear_error(user_home: Path, monkeypatch):
         agent.restart("darwin")
 
 
-def test_systemctl_calls_and_unit(user_home: Path, tmp_path: Path, monkeypatch):
+def test_systemctl_calls_and_unit(home: Path, user_home: Path, tmp_path: Path,
+                                  monkeypatch):
     stand = install_stand_ins(tmp_path, monkeypatch)
     unit = user_home / ".config" / "systemd" / "user" / "notewell.service"
     agent.install("linux")
@@ -226,3 +229,81 @@ def test_the_installed_program_is_read_back_for_doctor(user_home: Path, tmp_path
     assert "notewell agent install" in check.fix
     agent.install(platform)
     assert agent.installed_program(platform) == agent.program()
+
+
+def test_install_enables_the_job_before_bootstrapping_it(home: Path, user_home: Path,
+                                                         tmp_path: Path, monkeypatch):
+    # Switched off in Login Items, the job is disabled and a bare bootstrap fails.
+    stand = install_stand_ins(tmp_path, monkeypatch)
+    target = f"gui/{os.getuid()}/com.notewell.daemon"
+    stand.rules({"launchctl": [{"prefix": ["print"], "rc": 113}]})
+    agent.install("darwin", stop_running=lambda: None)
+    calls = stand.args("launchctl")
+    assert ["enable", target] in calls
+    assert calls.index(["enable", target]) < [c[0] for c in calls].index("bootstrap")
+
+
+def hold_the_lock() -> int:
+    from notewell.serve.transport import acquire_lock
+    from notewell.wire import paths
+
+    paths.ensure_private_dir(paths.runtime_dir())
+    return acquire_lock(paths.lock_path())
+
+
+def test_install_stops_a_daemon_started_by_hand_and_waits_for_it(
+        home: Path, user_home: Path, tmp_path: Path, monkeypatch):
+    from notewell.ops import running
+
+    stand = install_stand_ins(tmp_path, monkeypatch)
+    stand.rules({"launchctl": [{"prefix": ["print"], "rc": 113}]})
+    lock = hold_the_lock()  # a daemon of this home, started by hand (not by launchd)
+    asked: list[tuple[dict, list]] = []
+
+    def ask(request: dict, timeout: float) -> dict:
+        asked.append((request, stand.args("launchctl")))
+        os.close(lock)  # it stops: its lock goes with it
+        return {"ok": True, "result": {"stopping": True}}
+
+    message = agent.install("darwin", stop_running=lambda: running.stop(ask=ask))
+    (request, launchctl_then), = asked
+    assert request["op"] == "stop"
+    assert launchctl_then == []  # asked before launchd was told anything
+    assert [c[0] for c in stand.args("launchctl")] == ["print", "enable", "bootstrap"]
+    assert f"pid {os.getpid()}" in message
+    assert running.holder() is None
+
+
+def test_a_daemon_that_refuses_to_stop_gets_sigterm_and_install_says_when_it_stays(
+        home: Path, user_home: Path, tmp_path: Path, monkeypatch):
+    from notewell.ops import running
+
+    stand = install_stand_ins(tmp_path, monkeypatch)
+    lock = hold_the_lock()
+    killed: list[tuple[int, int]] = []
+    refuse = {"ok": False, "error": {"code": "version_mismatch", "message": "old"}}
+    try:
+        with pytest.raises(agent.AgentError, match=r"did not stop.*kill"):
+            agent.install("darwin", stop_running=lambda: running.stop(
+                ask=lambda r, timeout: refuse, kill=lambda *a: killed.append(a),
+                timeout=0.2))
+        assert killed == [(os.getpid(), 15)]  # SIGTERM to the lock's pid
+        assert stand.args("launchctl") == []  # nothing installed over a running daemon
+    finally:
+        os.close(lock)
+    assert running.stop(ask=lambda r, timeout: pytest.fail("nobody to ask")) is None
+
+
+def test_start_of_an_agent_switched_off_says_where_to_switch_it_on(
+        home: Path, user_home: Path, tmp_path: Path, monkeypatch):
+    stand = install_stand_ins(tmp_path, monkeypatch)
+    stand.rules({"launchctl": [{"prefix": ["print"], "rc": 113}]})
+    agent.install("darwin", stop_running=lambda: None)
+    stand.clear()
+    stand.rules({"launchctl": [{"prefix": ["print"], "rc": 113},
+                               {"prefix": ["bootstrap"], "rc": 5,
+                                "stderr": "Bootstrap failed: 5: Input/output error"}]})
+    with pytest.raises(agent.AgentError, match=r"Input/output error.*Login Items"):
+        agent.start("darwin")
+    # Starting never enables it: an agent switched off stays off unless installed again.
+    assert "enable" not in [c[0] for c in stand.args("launchctl")]

@@ -11,7 +11,8 @@ from pathlib import Path
 from helpers import REPO
 
 PACKAGE = REPO / "daemon" / "notewell"
-CORE = {"clock", "config", "notes", "memory", "__init__"}  # top-level modules, lowest
+# Top-level modules, the lowest layer.
+CORE = {"clock", "config", "notes", "memory", "priority", "timemachine", "__init__"}
 BELOW_ENGINE = {"core", "wire", "sources", "model", "index", "ingest", "search"}
 # What each part of notewell may import (besides itself), lowest layer first.
 ALLOWED: dict[str, set[str]] = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import plistlib
 import socket
 import stat
 import subprocess
@@ -109,9 +110,18 @@ def test_a_second_daemon_on_the_same_home_refuses_to_start(daemon):
     env = subprocess_env(daemon.home)
     out = subprocess.run(notewell_command("serve"), capture_output=True,
                          env=env, timeout=30)
-    assert out.returncode == 1
     assert b"already serving" in out.stderr and str(daemon.proc.pid).encode() in out.stderr
     assert daemon.ask("ping")["ok"]
+    # Its exit is one neither service manager restarts, as the agent's units say: under
+    # launchd or systemd it would otherwise be started again every few seconds for as
+    # long as the other daemon runs.
+    assert out.returncode == 0
+    from notewell.ops import agent
+
+    units = agent.examples()
+    keep_alive = plistlib.loads(units[f"{agent.LABEL}.plist"])["KeepAlive"]
+    assert keep_alive == {"SuccessfulExit": False}  # restarted only after a failed exit
+    assert "Restart=on-failure" in units[agent.SERVICE].decode().splitlines()
 
 
 def test_sigterm_stops_cleanly_and_removes_the_socket(home, notes_config):

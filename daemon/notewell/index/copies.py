@@ -30,6 +30,7 @@ from notewell.index.schema import connect
 from notewell.index.terms import Tokens, Vocabulary, read_vocabulary
 from notewell.index.vector_cache import VectorCache
 from notewell.memory import release_memory
+from notewell.priority import lower_this_thread
 
 
 @dataclass
@@ -269,6 +270,7 @@ class Copies:
             thread.join()
 
     def _run_loader(self, what: str, load: Callable[[apsw.Connection], None]) -> None:
+        lower_this_thread()  # no query waits for it: SQLite answers meanwhile
         conn = None
         try:
             conn = connect(self.path)

@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable, Iterable
 
 from notewell.clock import SYSTEM_CLOCK, Clock
+from notewell.priority import lower_this_thread
 from notewell.sources import Source, SourceError
 
 log = logging.getLogger(__name__)
@@ -228,6 +229,7 @@ class ChangeWatcher:
             self._check(name, now, digest=True)
 
     def _poll_loop(self) -> None:
+        lower_this_thread()  # scans and digests are background work
         while not self._stop.is_set():
             self._poke.wait(self.token_seconds)
             self._poke.clear()

@@ -125,6 +125,10 @@ class OnnxEmbedder:
         # As shipped, tokenizer.json pads and truncates everything to 128 tokens.
         self._tokenizer.enable_truncation(self.max_tokens)
         self._tokenizer.no_padding()
+        # The tokenizer's thread pool starts with its first batch and, on Linux, takes the
+        # priority of the thread that starts it: started here, with the model, it runs
+        # queries at theirs, not at the background sync's (notewell.priority).
+        self._tokenizer.encode_batch([""])
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads or default_threads()
         opts.inter_op_num_threads = 1

@@ -6,8 +6,10 @@ macOS: ``~/Library/LaunchAgents/com.notewell.daemon.plist`` runs this installati
 ``notewell serve`` at login (RunAtLoad), again after a crash or failed exit but not after
 a clean stop (KeepAlive/SuccessfulExit false, at most every ThrottleInterval seconds),
 as an Interactive process (every request is a keystroke waiting; see README), logging to
-``~/Library/Logs/notewell/``. It is managed with ``launchctl bootstrap|bootout|print|
-kickstart`` in the ``gui/$UID`` domain.
+``~/Library/Logs/notewell/``. It is managed with ``launchctl enable|bootstrap|bootout|
+print|kickstart`` in the ``gui/$UID`` domain. A second daemon that finds the lock held
+exits 0 (``serve.daemon.run``), which neither KeepAlive/SuccessfulExit nor
+Restart=on-failure restarts.
 
 Linux: ``~/.config/systemd/user/notewell.service`` (Restart=on-failure), managed with
 ``systemctl --user``; logs go to the journal.
@@ -27,6 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from notewell.ops import running
 from notewell.wire import paths
 
 LABEL = "com.notewell.daemon"
@@ -170,6 +173,9 @@ class Launchd:
         paths.write_atomic(self.unit_path, self.render(prog, env))
         if self._launchctl("print", self.target, check=False).returncode == 0:
             self._launchctl("bootout", self.target, check=False)
+        # Switched off in Login Items, the job is disabled and bootstrap fails: installing
+        # is asking for it, so enable it (a no-op when it is enabled).
+        self._launchctl("enable", self.target, check=False)
         # bootout finishes asynchronously; bootstrap can fail (EIO) until it has.
         for delay in (*BOOTSTRAP_RETRY_DELAYS, None):
             result = self._launchctl("bootstrap", self.domain, self.unit_path, check=False)
@@ -204,7 +210,11 @@ class Launchd:
         if self._launchctl("print", self.target, check=False).returncode != 0:
             if not os.path.exists(self.unit_path):
                 raise AgentError("the agent is not installed: run `notewell agent install`")
-            self._launchctl("bootstrap", self.domain, self.unit_path)
+            result = self._launchctl("bootstrap", self.domain, self.unit_path, check=False)
+            if result.returncode != 0:  # not enabled here: switching it off was the user's
+                raise AgentError(f"launchctl bootstrap failed: {_err(result)}; if notewell "
+                                 "is switched off in System Settings > General > Login "
+                                 "Items, switch it on, or run `notewell agent install`")
         self._launchctl("kickstart", self.target)
         return f"started {LABEL}"
 
@@ -296,10 +306,20 @@ def manager(platform: str | None = None, run: Runner = subprocess.run) -> Launch
 
 
 def install(platform: str | None = None, run: Runner = subprocess.run,
-            python: str | None = None) -> str:
+            python: str | None = None,
+            stop_running: Callable[[], int | None] = running.stop) -> str:
+    """Write the unit and start the agent's daemon. A daemon already serving this home
+    (started by hand, by a launcher, or by the agent before) is stopped first, and waited
+    for: the agent's daemon would otherwise find the lock held and exit."""
     record_command()
     prog = program(python)
-    return manager(platform, run).install(prog, environment(prog))
+    mgr = manager(platform, run)
+    try:
+        pid = stop_running()
+    except running.StillRunning as e:
+        raise AgentError(str(e)) from None
+    done = mgr.install(prog, environment(prog))
+    return done + (f" (stopped the daemon that was running, pid {pid})" if pid else "")
 
 
 def uninstall(platform: str | None = None, run: Runner = subprocess.run) -> str:

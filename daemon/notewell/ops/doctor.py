@@ -182,36 +182,59 @@ def check_config():
     return Check("config", OK, f"{cfg.path}: {names}"), cfg
 
 
-def full_disk_access_hint(platform: str) -> str:
-    if platform != "darwin":
-        return "make the files readable by your user"
-    return ("grant Full Disk Access (System Settings > Privacy & Security > Full Disk Access) "
-            f"to the app you run notewell from and to {os.path.realpath(sys.executable)} "
-            "for the agent")
-
-
 def check_source(src_cfg, platform: str) -> Check:
+    """Whether this process can read the source: "not allowed" (macOS privacy controls,
+    permissions: the fix names the program to allow) told from "not there" (the fix is in
+    config.toml) by the errno of the refused call (``ops.privacy``)."""
+    from notewell.ops import privacy
+    from notewell.sources.base import SourceDenied
+
     name = f"source {src_cfg.name}"
+    fix_config = f"fix source {src_cfg.name!r} in config.toml"
+    if src_cfg.type != "bear" and src_cfg.path:  # Bear's source tells for itself
+        found = privacy.diagnose(os.path.expanduser(src_cfg.path))
+        if found is not None:
+            what, error = found
+            detail = f"{what}: {src_cfg.path} ({error.strerror or error})"
+            return Check(name, FAIL, detail, privacy.grant_hint(platform, src_cfg.path)
+                         if what == "not allowed" else fix_config)
     try:
         from notewell.sources import open_source
 
         source = open_source(src_cfg)
         first = next(iter(source.scan()), None)
-    except PermissionError as e:
-        return Check(name, FAIL, f"not readable: {e}", full_disk_access_hint(platform))
+    except (SourceDenied, PermissionError) as e:
+        path = privacy.denied_path(e) or src_cfg.path or ""
+        return Check(name, FAIL, f"not allowed: {e}", privacy.grant_hint(platform, path))
     except ImportError as e:
         return Check(name, FAIL, f"{src_cfg.type} sources are not available: {e}",
                      "update notewell")
     except Exception as e:
-        detail = str(e) or type(e).__name__
-        protected = src_cfg.type == "bear" or "Group Containers" in (src_cfg.path or "")
-        if protected and platform == "darwin" and ("ermission" in detail or
-                                                   "authoriz" in detail or "denied" in detail):
-            return Check(name, FAIL, detail, full_disk_access_hint(platform))
-        return Check(name, FAIL, detail, f"fix source {src_cfg.name!r} in config.toml")
+        return Check(name, FAIL, str(e) or type(e).__name__, fix_config)
     where = src_cfg.path or "default location"
     return Check(name, OK, f"{src_cfg.type} at {where}: readable"
                  + ("" if first is not None else " (no notes yet)"))
+
+
+def check_daemon_sources(platform: str) -> list[Check]:
+    """The sources the running daemon was refused: under launchd it has none of the
+    grants of the terminal ``doctor`` runs in, so reading them here proves nothing."""
+    from notewell.ops import privacy
+    from notewell.sources.base import DENIED
+    from notewell.wire import client, protocol
+
+    try:
+        reply = client.ask(protocol.request("status"), timeout=2.0)
+    except (OSError, protocol.ProtocolError):
+        return []
+    checks = []
+    for src in (reply.get("result") or {}).get("sources") or ():
+        error = src.get("last_error") or ""
+        if error.startswith(DENIED):
+            checks.append(Check(f"daemon reads {src.get('name')}", FAIL, error,
+                                privacy.grant_hint(platform, src.get("path") or "",
+                                                   daemon_only=True)))
+    return checks
 
 
 def check_index(embedder: Callable[[], Embedder] | None = None) -> Check:
@@ -303,6 +326,31 @@ def check_socket() -> Check:
         return Check(name, FAIL, "; ".join(problems),
                      f"stop the daemon, remove {directory}, start it again")
     return Check(name, OK, f"{directory} 700, socket 600")
+
+
+def check_time_machine(platform: str, xattrs=None) -> Check:
+    """Whether the index and model folders carry Time Machine's exclusion, which the
+    daemon sets when it starts (``notewell.timemachine``)."""
+    from notewell import timemachine
+
+    name = "Time Machine"
+    if platform != "darwin":
+        return Check(name, SKIP, "macOS only")
+    dirs = {what: path for what, path in timemachine.cache_dirs().items()
+            if os.path.isdir(path)}
+    if not dirs:
+        return Check(name, SKIP, "no index or model cache yet (the daemon marks them)")
+    try:
+        xattrs = xattrs or timemachine.LibSystemXattrs()
+        missing = [f"{what} ({path})" for what, path in dirs.items()
+                   if not timemachine.is_excluded(path, xattrs)]
+    except (OSError, AttributeError) as e:
+        return Check(name, WARN, f"cannot tell: {e}")
+    if missing:
+        return Check(name, WARN, f"backed up every hour though rebuildable: "
+                     f"{', '.join(missing)}", "`notewell agent restart` (the daemon marks "
+                     "them when it starts), or `tmutil addexclusion PATH`")
+    return Check(name, OK, "index and model cache excluded")
 
 
 def check_agent(platform: str, run: Callable[..., subprocess.CompletedProcess]) -> Check:
@@ -434,7 +482,10 @@ def run(platform: str | None = None,
     checks.append(check_index(embedder))
     daemon_check = check_daemon()
     checks.append(daemon_check)
+    if daemon_check.status == OK:
+        checks += check_daemon_sources(platform)
     checks.append(check_socket())
+    checks.append(check_time_machine(platform))
     checks.append(check_agent(platform, run_cmd))
     checks.append(check_workflow(platform))
     checks.append(check_fast_client(platform, daemon_check.status == OK))

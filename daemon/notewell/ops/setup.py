@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from notewell import config
+from notewell.ops import privacy
 from notewell.wire import paths
 
 if TYPE_CHECKING:
@@ -85,6 +86,18 @@ def _unique(name: str, taken: set[str]) -> str:
 Say = Callable[[str], None]
 
 
+def _refused_bear() -> str | None:
+    """Bear's database at a default location that macOS privacy controls refuse."""
+    from notewell.sources.bear import DEFAULT_LOCATIONS
+
+    for loc in DEFAULT_LOCATIONS:
+        path = os.path.expanduser(loc)
+        found = privacy.diagnose(path)
+        if found is not None and found[0] == "not allowed":
+            return path
+    return None
+
+
 def run(yes: bool = False, *, index: bool = True, agent: bool = True, workflow: bool = True,
         platform: str | None = None, say: Say = print,
         confirm: Callable[[str], bool] | None = None,
@@ -100,8 +113,12 @@ def run(yes: bool = False, *, index: bool = True, agent: bool = True, workflow: 
     for problem in found.problems:
         say(f"  note: {problem}")
     if platform == "darwin" and not found.bear:
-        say("  no Bear database found (if Bear is installed, the terminal may need Full Disk "
-            "Access: System Settings > Privacy & Security)")
+        refused = _refused_bear()
+        if refused:
+            say(f"  Bear's database is there but not allowed ({refused}): "
+                f"{privacy.grant_hint(platform, refused)}; then run setup again")
+        else:
+            say("  no Bear database found (is Bear installed and opened once?)")
     if not proposed.sources:
         say("no notes found: add a [[sources]] table to "
             f"{proposed.path or paths.config_path()} (see README), then run setup again")

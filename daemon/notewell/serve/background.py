@@ -28,6 +28,7 @@ from notewell.index.schema import IndexMismatch, IndexProblem
 from notewell.ingest.sync import SyncReport
 from notewell.ingest.watch import ChangeWatcher
 from notewell.memory import release_memory
+from notewell.priority import lower_this_thread
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ class Background:
         if not self.start_engine():
             return
         assert self.engine is not None
+        lower_this_thread()  # after the engine: its onnxruntime threads answer keystrokes too
         # The in-memory vector copy loads in the background now, so the first keystroke
         # does not pay for it (index.Index.warm_vectors).
         with contextlib.suppress(Exception):

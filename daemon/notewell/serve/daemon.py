@@ -33,6 +33,7 @@ from notewell.memory import limit_heaps
 from notewell.serve.background import Background
 from notewell.serve.handlers import Handlers
 from notewell.serve.transport import AlreadyRunning, Server
+from notewell.timemachine import exclude_caches
 from notewell.wire import paths
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,7 @@ class Daemon:
     def start(self) -> None:
         """Take the lock, bind the socket, and start loading the engine in the background."""
         self.server.open()
+        exclude_caches()  # from Time Machine's hourly backups (macOS; best effort)
         with contextlib.suppress(FileNotFoundError):  # a restart after an upgrade is done
             os.remove(paths.restart_marker())
         self.background.start()
@@ -155,7 +157,14 @@ def run(config: Config, poll_seconds: float = 5.0,
         signal.signal(signal.SIGHUP, lambda *_: daemon.request_sync())
     try:
         daemon.start()
-    except (AlreadyRunning, PermissionError) as e:
+    except AlreadyRunning as e:
+        # Not a failure: this home is served. Exit 0, which launchd's KeepAlive
+        # {SuccessfulExit: false} and systemd's Restart=on-failure both leave stopped;
+        # an error exit would be retried every ThrottleInterval for as long as the
+        # other daemon runs.
+        print(f"notewell: {e}", file=sys.stderr)
+        return 0
+    except PermissionError as e:
         print(f"notewell: {e}", file=sys.stderr)
         return 1
     finished = daemon.serve_forever()

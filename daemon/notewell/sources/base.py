@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from collections.abc import Iterator
 from typing import Protocol
 
@@ -12,6 +15,40 @@ from notewell.notes import Note, NoteStub
 class SourceError(Exception):
     """The whole source cannot be read now (missing folder, locked or unknown database).
     The index keeps what it has; the message says what the user can do."""
+
+
+DENIED = "not allowed to read"  # how a SourceDenied message starts (status shows it)
+
+
+class SourceDenied(SourceError):
+    """The source is there, but the system does not let this process read it: macOS
+    privacy controls (EPERM) or file permissions (EACCES). ``path`` is what was refused;
+    ``notewell doctor`` names the program that needs the grant."""
+
+    def __init__(self, what: str, path: str, error: OSError) -> None:
+        super().__init__(f"{DENIED} {what} {path} ({error.strerror or error}): "
+                         "the system refuses this process (on macOS, privacy controls); "
+                         "`notewell doctor` names the program to allow")
+        self.path = path
+        self.error = error
+
+
+def is_denied(error: OSError) -> bool:
+    return error.errno in (errno.EPERM, errno.EACCES)
+
+
+def access_problem(path: str) -> OSError | None:
+    """Why this process cannot read ``path`` (a file: opened; a folder: listed), or None.
+    The errno says which: ENOENT not there, EPERM/EACCES not allowed."""
+    try:
+        if stat.S_ISDIR(os.stat(path).st_mode):
+            with os.scandir(path) as entries:
+                next(entries, None)
+        else:
+            os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))  # a FIFO must not block
+    except OSError as e:
+        return e
+    return None
 
 
 class SourceWarning(Exception):

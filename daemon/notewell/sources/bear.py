@@ -41,7 +41,7 @@ from typing import TypeVar
 
 from notewell.config import SourceConfig
 from notewell.notes import Attachment, Note, NoteStub
-from notewell.sources.base import SourceError
+from notewell.sources.base import SourceDenied, SourceError, access_problem, is_denied
 from notewell.sources.markdown import iter_fenced, render_links
 
 log = logging.getLogger(__name__)
@@ -222,6 +222,14 @@ def _fingerprint(modified: float | None, opt: int | None, archived: int | None,
     return out
 
 
+def _raise_if_denied(path: str) -> None:
+    """``SourceDenied`` when ``path`` is there but this process may not open it (macOS
+    privacy controls), so it is never reported as missing."""
+    problem = access_problem(path)
+    if problem is not None and is_denied(problem):
+        raise SourceDenied("Bear's database", path, problem)
+
+
 def _is_lock_error(e: sqlite3.OperationalError) -> bool:
     msg = str(e).lower()
     return "locked" in msg or "busy" in msg
@@ -257,12 +265,15 @@ class BearSource:
             if os.path.isdir(path):
                 path = os.path.join(path, "database.sqlite")
             if not os.path.isfile(path):
+                _raise_if_denied(path)  # there, but refused: isfile cannot tell
                 raise SourceError(f"Bear database {path} does not exist: fix 'path' for source "
                                   f"{self.name!r} in config.toml (or remove it to use "
                                   "Bear's default location)")
             return path
         found = find_database()
         if found is None:
+            for loc in DEFAULT_LOCATIONS:  # there, but refused: isfile cannot tell
+                _raise_if_denied(os.path.expanduser(loc))
             raise SourceError(
                 "Bear's database was not found in its usual places "
                 f"({', '.join(DEFAULT_LOCATIONS[:2])}); is Bear installed and opened once? "
@@ -275,6 +286,8 @@ class BearSource:
         try:
             st = os.stat(path)
         except OSError as e:
+            if is_denied(e):
+                raise SourceDenied("Bear's database", path, e) from None
             raise SourceError(f"cannot read Bear's database {path}: {e.strerror}") from None
         file_id = (st.st_dev, st.st_ino)
         if self._conn is not None and self._schema is not None and file_id == self._file_id:
@@ -287,6 +300,7 @@ class BearSource:
             conn.execute("PRAGMA query_only=ON")
             schema = self._retry(lambda: detect_schema(conn, path), conn)
         except sqlite3.DatabaseError as e:
+            _raise_if_denied(path)  # SQLite says "unable to open database file"
             raise SourceError(f"cannot open Bear's database {path} read-only: {e}. If Bear "
                               "is updating, this clears up by itself") from None
         self._conn, self._schema, self._file_id = conn, schema, file_id

@@ -1,0 +1,90 @@
+"""The daemon running for this home, found by its lock (``serve.transport.acquire_lock``):
+which pid holds it, asking it to stop, and waiting until it has exited.
+
+``notewell agent install`` stops a daemon started by hand or from a launcher before it
+starts the agent's: otherwise the agent's daemon finds the lock held and exits, and the
+agent is installed but not running. The lock, not the socket or the pid, says when the old
+daemon is gone: a process releases it when it exits, even as a zombie nobody reaped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import threading
+from collections.abc import Callable
+
+from notewell.wire import client, paths, protocol
+
+STOP_TIMEOUT = 10.0  # seconds for a daemon asked to stop to exit (it takes about 0.6 s)
+
+Ask = Callable[..., dict]
+
+
+class StillRunning(Exception):
+    """The daemon did not exit when asked; the message says what to do."""
+
+
+def holder() -> int | None:
+    """The pid of the daemon holding this home's lock (0 if its pid cannot be read), or
+    None when no daemon runs."""
+    try:
+        fd = os.open(paths.lock_path(), os.O_RDWR)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            return int(text) if text.isdigit() else 0
+        fcntl.flock(fd, fcntl.LOCK_UN)  # free: nobody serves this home
+        return None
+    finally:
+        os.close(fd)
+
+
+def wait_for_exit(timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for the lock to be released; True once it is. A
+    blocking ``flock`` on a thread of its own returns the moment the holder exits."""
+    try:
+        fd = os.open(paths.lock_path(), os.O_RDWR)
+    except FileNotFoundError:
+        return True
+    released = threading.Event()
+
+    def wait() -> None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            fcntl.flock(fd, fcntl.LOCK_UN)  # at once: the agent's daemon takes it next
+            released.set()
+        finally:
+            os.close(fd)
+
+    threading.Thread(target=wait, name="notewell-wait-exit", daemon=True).start()
+    return released.wait(timeout)
+
+
+def stop(ask: Ask = client.ask, kill: Callable[[int, int], None] = os.kill,
+         timeout: float = STOP_TIMEOUT) -> int | None:
+    """Stop the daemon serving this home, if one runs, and wait until it has exited;
+    returns its pid (0 if unknown), None if none ran. Asks over the socket first (the
+    daemon stops as for SIGTERM, a clean exit its service manager does not restart);
+    a daemon that does not answer, or refuses (another protocol version), gets SIGTERM."""
+    pid = holder()
+    if pid is None:
+        return None
+    try:
+        stopping = bool(ask(protocol.request("stop"), timeout=2.0).get("ok"))
+    except (OSError, protocol.ProtocolError):
+        stopping = False
+    if not stopping and pid:
+        with contextlib.suppress(ProcessLookupError):
+            kill(pid, signal.SIGTERM)
+    if not wait_for_exit(timeout):
+        raise StillRunning(f"the running notewell daemon (pid {pid or '?'}) did not stop "
+                           f"within {timeout:.0f} s; stop it (`kill {pid or 'PID'}`) and run "
+                           "`notewell agent install` again")
+    return pid
