@@ -5,13 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from notewell import __version__
 from notewell.wire import paths
-
-if TYPE_CHECKING:
-    pass
 
 # Commands that must start fast and stay thin: run before main imports anything heavy.
 LIGHT_COMMANDS = frozenset({"mcp"})

@@ -96,11 +96,6 @@ class Copies:
         """The vector copy held now, current or not (None before the first load)."""
         return self._vectors
 
-    @property
-    def keyword_copy(self) -> KeywordIndex | None:
-        """The keyword copy held now, current or not (None before the first build)."""
-        return self._keywords
-
     def nbytes(self) -> dict[str, int | None]:
         """Bytes held by the copies (vectors, keywords); None where not loaded."""
         vectors, words = self._vectors, self._keywords
