@@ -257,3 +257,24 @@ def test_searches_answer_from_the_last_commit_while_a_sync_runs(tmp_path, folder
         worker.join(10)
     assert engine.search("sourdough starter rye", limit=5, mode="bm25").hits
     engine.close()
+
+
+def test_an_unreadable_note_is_read_again_only_after_the_retry_interval(tmp_path, folder):
+    from notewell.ingest.sync import RETRY_UNREADABLE
+    from reliability_helpers import FakeClock
+
+    (folder / "binary.md").write_bytes(b"\x00\x01 not text")
+    index = Index(str(tmp_path / "index.sqlite"), SETTINGS)
+    clock = FakeClock()
+    syncer = Syncer(index, RecordingEmbedder(), CHUNKER, clock=clock)
+    src = md(folder)
+    reads: list[str] = []
+    real_load = src.load
+    first = syncer.sync(src)
+    assert len(first.warnings) == 1 and "binary.md" in first.warnings[0]
+    src.load = lambda note_id: reads.append(note_id) or real_load(note_id)
+    clock.advance(RETRY_UNREADABLE - 1)
+    assert syncer.sync(src).warnings == [] and reads == []
+    clock.advance(1)  # the interval has passed: read again, still unreadable
+    assert len(syncer.sync(src).warnings) == 1 and reads == ["notes:binary.md"]
+    index.close()
