@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 
 MODEL_ID = "all-MiniLM-L6-v2"
+DIM = 384
 MAX_TOKENS = 256
 # Pinned files: a changed package version or a damaged install is caught at load.
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
