@@ -259,3 +259,22 @@ def test_an_unreadable_note_is_read_again_only_after_the_retry_interval(tmp_path
     clock.advance(1)  # the interval has passed: read again, still unreadable
     assert len(syncer.sync(src).warnings) == 1 and reads == ["notes:binary.md"]
     index.close()
+
+
+def test_progress_lines_on_a_fake_clock():
+    import io
+
+    from notewell.ingest.progress import Progress
+    from reliability_helpers import FakeClock
+
+    clock, out = FakeClock(), io.StringIO()
+    bar = Progress("indexing notes", 10, stream=out, every=2.0, clock=clock)
+    clock.advance(1.0)
+    bar.advance()  # the first line at once
+    clock.advance(1.0)
+    bar.advance()  # 1 s after the last line: none (a log gets one every 2 s)
+    clock.advance(1.0)
+    bar.advance(2)
+    assert out.getvalue().splitlines() == [
+        "indexing notes [##----------------------] 1/10 notes 1.0/s, 0:09 left",
+        "indexing notes [#########---------------] 4/10 notes 1.3/s, 0:05 left"]

@@ -92,7 +92,8 @@ class Syncer:
         if todo:
             # `status` and the launcher's "behind" hint see this while the sync runs.
             self.index.mark_pending(source.name, source.kind, len(todo))
-        bar = Progress(f"indexing {source.name}", len(todo)) if progress and todo else None
+        bar = (Progress(f"indexing {source.name}", len(todo), clock=self.clock)
+               if progress and todo else None)
         batch: list[Note] = []
         done = 0
         unwritten = 0  # notes loaded but left for the next sync (stopped mid-embedding)
