@@ -25,12 +25,14 @@ test: install
 	$(PY) -m pytest
 
 # Build the wheel and sdist, install them with pip and pipx (and uv when present) outside
-# the checkout, and upgrade in place (tests/test_install.py; slow, CI runs it).
+# the checkout, and upgrade in place (tests/test_install.py), and drive `notewell mcp`
+# with the MCP Inspector fetched by npx (tests/test_mcp_inspector.py): minutes, CI runs it.
 test-install: install
-	$(PY) -m pytest -m slow tests/test_install.py
+	$(PY) -m pytest -m install
 
+# The benchmarks' figures (pytest -m bench); the real-corpus quality runs: -m real_corpus.
 bench: install
-	$(PY) -m pytest -m slow -s
+	$(PY) -m pytest -m bench -s
 
 clean:
 	rm -rf $(VENV) $(DEMO_HOME) build *.egg-info daemon/*.egg-info

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -30,6 +31,25 @@ class RecordingEmbedder(FakeEmbedder):
 
     def embed_batch(self, texts: list[str]):
         self.texts.extend(texts)
+        return super().embed_batch(texts)
+
+
+class GatedEmbedder(FakeEmbedder):
+    """Blocks inside embed_batch (a long model call) until released, once ``block`` is
+    set: whatever answers while ``passed`` is unset did not wait for the sync."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.inside = threading.Event()
+        self.passed = threading.Event()
+        self.block = False
+
+    def embed_batch(self, texts: list[str]):
+        if self.block and len(texts) > 1:  # a sync's batch, not a one-query embedding
+            self.inside.set()
+            self.gate.wait(30)  # a hang guard: a test that forgets to release fails
+            self.passed.set()
         return super().embed_batch(texts)
 
 NOTES = {

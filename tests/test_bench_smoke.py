@@ -1,6 +1,6 @@
 """Every benchmark runs end to end on a tiny input and prints its figures and machine.
 
-The real runs (``-m slow``) take minutes and check the targets that do not depend on how
+The real runs (``-m bench``) take minutes and check the targets that do not depend on how
 busy the machine is (recall, the one-shot ratio). The peers' libraries are optional: the
 peers smoke run works without them and says how to install them."""
 
@@ -75,7 +75,7 @@ def test_typo_latency_smoke(cache, tmp_path):
     assert size["clean"]["n"] == 4 and size["typos"]["n"] == 4
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 def test_typo_eval_demo(tmp_path):
     out = run("typo_eval.py", "--skip-scifact", timeout=900)
     assert "| typos / clean |" in out
@@ -104,7 +104,7 @@ def test_indexing_smoke(cache):
     assert "shipped" in out and "fastest within cosine 0.99" in out
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 def test_search_latency_recall_at_100k():
     out = run("search_latency.py", "--sizes", "100k", "--queries", "40", "--exact-runs", "3",
               timeout=3600)
@@ -112,7 +112,7 @@ def test_search_latency_recall_at_100k():
     assert recall >= 0.98
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 def test_keystroke_is_20x_faster_than_one_shot():
     out = run("keystroke.py", "--runs", "50", timeout=3600)
     line = next(ln for ln in out.splitlines() if ln.startswith("one-shot"))

@@ -9,7 +9,6 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 
 import msgpack
 import pytest
@@ -126,9 +125,7 @@ def test_a_second_daemon_on_the_same_home_refuses_to_start(daemon):
 
 def test_sigterm_stops_cleanly_and_removes_the_socket(home, notes_config):
     d = start_daemon(home)
-    start = time.monotonic()
-    assert d.stop() == 0
-    assert time.monotonic() - start < 3
+    assert d.stop() == 0  # exited by itself: one that had to be killed returns -9
     assert not os.path.exists(paths.socket_path())
 
 

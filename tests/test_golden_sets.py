@@ -1,6 +1,6 @@
 """The golden sets on the real collections in ``../shared/data`` (``bench/golden/``): their
 form on every run when the collections are present, and the ranking targets with the real
-model (``slow``: indexing a collection embeds for minutes the first time)."""
+model (``real_corpus``: indexing a collection embeds for minutes the first time)."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ def ranked(real_embedder):
     return results
 
 
-@pytest.mark.slow
+@pytest.mark.real_corpus
 @present
 @pytest.mark.parametrize("name", SETS)
 def test_fusion_is_never_worse_than_either_side_by_more_than_one_query(name, ranked):
@@ -128,7 +128,7 @@ def test_fusion_is_never_worse_than_either_side_by_more_than_one_query(name, ran
                 kind, side)
 
 
-@pytest.mark.slow
+@pytest.mark.real_corpus
 @present
 @pytest.mark.xfail(strict=True, reason="issue 21's targets are not met yet: paraphrases are "
                    "dense retrieval alone, see docs/search-quality.md")

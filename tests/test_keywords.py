@@ -273,3 +273,38 @@ def test_together_from_the_copy_matches_fts5(engine, copy):
         assert from_copy == from_fts5, (word, others)
     assert reads.together(term("walnuts"), [term("banana")])
     assert not reads.together(term("walnuts"), [term("lisbon")])
+
+
+def test_a_stale_keyword_copy_is_rebuilt_once_the_chunks_stay_still(tmp_path):
+    # Time on the injected clock: the rebuild waits for keywords_quiet seconds without
+    # a change, however long the test itself takes.
+    from helpers import write_notes
+    from notewell.config import SourceConfig
+    from notewell.index.database import Index
+    from notewell.index.schema import BuildSettings
+    from notewell.ingest.chunking import ChunkSettings
+    from notewell.ingest.sync import Syncer
+    from notewell.model.fake import FakeEmbedder
+    from notewell.sources import open_source
+    from reliability_helpers import FakeClock
+
+    folder = write_notes(tmp_path / "notes", {"a.md": "# A\n\nbanana bread\n"})
+    source = open_source(SourceConfig("notes", "markdown", str(folder)))
+    settings = BuildSettings("fake-hash:64", 64, ChunkSettings().fingerprint())
+    path, clock = str(tmp_path / "index.sqlite"), FakeClock()
+    index = Index(path, settings, clock=clock)
+    Syncer(index, FakeEmbedder(), ChunkSettings()).sync(source)
+    index.warm_keywords(wait=True)
+    assert index.copies.keywords() is not None
+    writer = Index(path, settings)  # another writer: this index's copy is not brought along
+    (folder / "b.md").write_text("# B\n\nwalnut loaf\n")
+    Syncer(writer, FakeEmbedder(), ChunkSettings()).sync(source)
+    builds: list[bool] = []
+    index.copies.warm_keywords = lambda wait=False: builds.append(wait)
+    assert index.copies.keywords() is None and builds == []  # changed just now
+    clock.advance(index.copies.settings.keywords_quiet - 0.5)
+    assert index.copies.keywords() is None and builds == []
+    clock.advance(0.5)
+    assert index.copies.keywords() is None and builds == [False]  # built behind
+    writer.close()
+    index.close()

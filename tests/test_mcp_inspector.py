@@ -16,7 +16,7 @@ import pytest
 # The newest Inspector that runs on Node 20 (later ones declare node >= 22.7.5).
 INSPECTOR = "@modelcontextprotocol/inspector@0.15.0"
 
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.install,
               pytest.mark.skipif(shutil.which("npx") is None, reason="npx is not installed")]
 
 

@@ -1,6 +1,6 @@
 """Ranking quality with the real model: the demo golden set (full pipeline against dense,
 BM25 and the keyword baseline, per query type), as-you-type behaviour, near-duplicates,
-snippets and related notes. SciFact runs are ``slow`` (``make bench``)."""
+snippets and related notes. SciFact runs are ``real_corpus`` (``pytest -m real_corpus``)."""
 
 from __future__ import annotations
 
@@ -186,10 +186,10 @@ def test_vectors_added_by_a_later_sync_are_found(engine, notes_dir):
     assert s.search("maxmemory eviction").hits[0].note_id == "notes:db/redis.md"
 
 
-# -- SciFact (slow) ---------------------------------------------------------------------------
+# -- SciFact (real_corpus) -------------------------------------------------------------
 
 
-@pytest.mark.slow
+@pytest.mark.real_corpus
 @pytest.mark.skipif(not SCIFACT.is_dir(), reason="../shared/data/scifact is absent")
 def test_scifact_test_split_reaches_the_target(real_embedder, monkeypatch):
     """Embeds 5,183 abstracts on first run (many minutes); later runs reuse the index in

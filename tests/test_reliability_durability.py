@@ -155,7 +155,10 @@ def test_sigkill_at_random_points_of_indexing_and_sync(home, tmp_path):
           f"reused {report.reused} ({len(before)} vectors stored before it)\n  " + " ".join(log))
 
 
-def test_sigterm_in_the_middle_of_a_sync_exits_within_a_second(home, tmp_path):
+# The exit's speed is a figure (make bench); that it exits cleanly before the sync ends,
+# keeping what it embedded, is behaviour.
+@pytest.mark.parametrize("within", [None, pytest.param(1.0, marks=pytest.mark.bench)])
+def test_sigterm_in_the_middle_of_a_sync_exits_before_it_ends(home, tmp_path, within):
     root = write_corpus(tmp_path / "notes", 30)
     cfg = markdown_config(root)
     log = home / "daemon.log"
@@ -181,7 +184,7 @@ def test_sigterm_in_the_middle_of_a_sync_exits_within_a_second(home, tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, log.read_text()
-    assert took < 1.0, f"SIGTERM took {took:.2f} s"
+    assert within is None or took < within, f"SIGTERM took {took:.2f} s"
     assert not os.path.exists(paths.socket_path())
     assert not index_problems(home / "index")
     partial = _indexed(home / "index")

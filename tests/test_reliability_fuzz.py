@@ -88,7 +88,7 @@ def _stops(data: bytes) -> bool:
 
 def _exchange(data: bytes) -> list[dict | None]:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(10)
+    s.settimeout(10)  # a daemon that sits on a frame (it must cut one off) times out here
     s.connect(paths.socket_path())
     replies: list[dict | None] = []
     try:
@@ -124,9 +124,7 @@ def test_thousands_of_random_and_mutated_frames_then_a_real_query(home, notes_co
             assert d.proc.poll() is None, "the daemon died"
 
         def one(data: bytes) -> None:
-            t = time.monotonic()
             replies = _exchange(data)
-            assert time.monotonic() - t < 8, "the daemon sat on a frame"
             stats["frames"] += 1
             stats["closed_silently"] += not replies
             for reply in replies:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from helpers import run_client, write_notes
+from helpers import GatedEmbedder, run_client, write_notes
 from notewell import config
 from notewell.engine import Engine
 from notewell.model.fake import FakeEmbedder
@@ -78,13 +78,23 @@ def test_operator_words_match_literally(served):
     assert "notes:quotes.md" in search_ids("colon: done")
 
 
-@pytest.mark.parametrize("query", ["", " ", "\t\n  ", "\x00\x01\x02", "\x1b[31mred",
-                                   "bakery\x00river", "é" * 30_000, "\U0001f600" * 1000])
+ODD_QUERIES = ["", " ", "\t\n  ", "\x00\x01\x02", "\x1b[31mred", "bakery\x00river",
+               "é" * 30_000, "\U0001f600" * 1000, "bakery " * 9000]
+
+
+@pytest.mark.parametrize("query", ODD_QUERIES[:-1])
 def test_empty_blank_control_and_odd_queries_answer(served, query):
-    start = time.monotonic()
     reply = ask("search", query=query)
     assert reply["ok"], reply
-    assert time.monotonic() - start < 2
+
+
+@pytest.mark.bench
+def test_odd_and_huge_queries_answer_within_two_seconds(served):
+    # A speed bound, so a benchmark (make bench): the default run checks the answers.
+    for query in ODD_QUERIES:
+        start = time.monotonic()
+        assert ask("search", query=query)["ok"]
+        assert time.monotonic() - start < 2, repr(query[:20])
 
 
 def test_invalid_utf8_inside_a_request_is_an_error_reply(served):
@@ -97,9 +107,8 @@ def test_invalid_utf8_inside_a_request_is_an_error_reply(served):
 def test_a_query_over_the_frame_limit_is_refused_and_one_under_it_is_cut(served):
     reply = exchange(protocol.frame(msgpack.packb({"op": "search", "query": "x" * 100_000})))
     assert reply["error"]["code"] == "bad_frame"
-    start = time.monotonic()
-    reply = ask("search", query="bakery " * 9000)  # 63 KB: accepted, cut to the query cap
-    assert reply["ok"] and time.monotonic() - start < 2
+    reply = ask("search", query=ODD_QUERIES[-1])  # 63 KB: accepted, cut to the query cap
+    assert reply["ok"]
     assert reply["result"]["hits"][0]["note_id"] == "notes:near.md"
 
 
@@ -131,7 +140,9 @@ def test_a_frame_split_into_single_bytes_is_still_answered(served):
     assert reply["ok"] and reply["result"]["hits"][0]["note_id"] == "notes:near.md"
 
 
-def test_a_client_sending_one_byte_per_second_delays_nobody_and_is_cut_off(served):
+def _search_beside_a_trickling_client() -> tuple[list[float], dict]:
+    """Searches while another client sends its request one byte a second: their
+    latencies, and what the slow client got and after how long."""
     data = protocol.frame(protocol.packb(protocol.request("search", query="bakery")))
     outcome: dict = {}
 
@@ -157,19 +168,28 @@ def test_a_client_sending_one_byte_per_second_delays_nobody_and_is_cut_off(serve
         latencies.append(time.monotonic() - start)
         time.sleep(0.01)
     slow.join()
-    assert max(latencies) < 0.5, max(latencies)
+    return latencies, outcome
+
+
+def test_a_client_sending_one_byte_per_second_delays_nobody_and_is_cut_off(served):
+    latencies, outcome = _search_beside_a_trickling_client()
+    assert latencies  # answered (right, above) while the slow client held its connection
     assert outcome["reply"]["error"]["code"] == "timeout"
-    assert outcome["after"] < transport.FRAME_TIMEOUT + 2
+
+
+@pytest.mark.bench
+def test_searches_beside_a_trickling_client_stay_fast(served):
+    latencies, outcome = _search_beside_a_trickling_client()
     print(f"{len(latencies)} searches beside a 1 byte/s client: max {max(latencies) * 1e3:.0f} "
           f"ms; the slow client was cut off after {outcome['after']:.1f} s")
+    assert max(latencies) < 0.5, max(latencies)
+    assert outcome["after"] < transport.FRAME_TIMEOUT + 2
 
 
 def test_an_idle_connection_is_closed(served, monkeypatch):
     monkeypatch.setattr(transport, "IDLE_TIMEOUT", 0.3)
-    s = connect()
-    start = time.monotonic()
+    s = connect(timeout=10)  # not closed by then: recv raises, the test fails
     assert s.recv(10) == b""  # closed by the daemon, without a request
-    assert time.monotonic() - start < 3
     s.close()
 
 
@@ -180,7 +200,6 @@ def test_two_hundred_simultaneous_connections_are_served_or_refused_never_left(s
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # refused: closed
             s.sendall(request)
     answers: dict[str, int] = {}
-    start = time.monotonic()
     for s in socks:
         reply = read_reply(s)
         key = "ok" if reply and reply["ok"] else (reply or {}).get("error", {}).get(
@@ -189,7 +208,6 @@ def test_two_hundred_simultaneous_connections_are_served_or_refused_never_left(s
         s.close()
     assert set(answers) <= {"ok", "busy"}, answers
     assert answers.get("ok", 0) >= 1 and sum(answers.values()) == 200
-    assert time.monotonic() - start < 10
     assert search_ids("river")  # every slot was given back
     print(f"200 simultaneous connections: {answers}")
 
@@ -247,22 +265,21 @@ def test_waiting_syncs_never_hold_the_workers_that_answer_searches(home, tmp_pat
     notes = write_corpus(tmp_path / "notes", 12)
     cfg = config.Config(sources=(config.SourceConfig("notes", "markdown", str(notes)),))
     config.save(cfg)
-    with inproc_daemon(cfg, embedder=FakeEmbedder(delay=0.02)) as d:
-        write_corpus(notes, 12, version=1)  # every chunk changes: ~0.7 s of "model" time
+    emb = GatedEmbedder()
+    with inproc_daemon(cfg, embedder=emb) as d:
+        emb.block = True  # the sync of this change stops inside its first model call
+        write_corpus(notes, 12, version=1)  # every chunk changes
         waiting = [threading.Thread(target=ask, args=("sync",),
                                     kwargs={"wait": True, "timeout": 60}) for _ in range(6)]
         for t in waiting:
             t.start()
-        time.sleep(0.1)
-        latencies = []
-        while any(t.is_alive() for t in waiting):
-            start = time.monotonic()
+        assert emb.inside.wait(30)
+        for _ in range(12):  # three times the workers: none of them is left to a sync
             assert ask("search", query="zq3x")["ok"]
-            latencies.append(time.monotonic() - start)
-            time.sleep(0.01)
+        assert not emb.passed.is_set() and all(t.is_alive() for t in waiting)
+        emb.gate.set()
         for t in waiting:
             t.join()
-        assert latencies and max(latencies) < 0.5, max(latencies)
         assert d.last_reports[0]["error"] is None
         assert search_ids("zq3x")[0] == "notes:n003.md"
 

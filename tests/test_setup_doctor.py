@@ -76,6 +76,23 @@ def test_proposal_keeps_existing_sources_and_is_idempotent(home: Path, user_home
     assert added == [] and again.sources == config.load(str(home / "config.toml")).sources
 
 
+def test_saved_config_reads_back_whatever_the_path_holds(tmp_path: Path):
+    # A control character, quotes, backslashes and non-ASCII: all TOML string escapes.
+    odd = "/Users/zoë/Notes \"draft\"\\old\x07\ttab\x7f — 日本"
+    written = config.Config(
+        sources=(config.SourceConfig("notes", "markdown", odd, ("a\\*", 'say "hi"'),
+                                     {"pdfs": "all", "pdf_max_mb": 2.5}),
+                 config.SourceConfig("bear", "bear", None, (), {"include_archived": True})),
+        debug_log=True,
+        model=config.ModelConfig(odd, pooling="cls", query_prefix="q:\n"))
+    path = str(tmp_path / "config.toml")
+    config.save(written, path)
+    again = config.load(path)
+    assert again.sources == written.sources and again.debug_log
+    assert [s.options for s in again.sources] == [s.options for s in written.sources]
+    assert again.sources[0].path == odd and again.model == written.model
+
+
 def test_setup_without_yes_writes_nothing(home: Path, user_home: Path, tmp_path: Path):
     register_vaults(user_home, make_vault(tmp_path / "Vault", {"a.md": "# A\n"}))
     lines: list[str] = []

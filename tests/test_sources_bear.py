@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -261,18 +259,31 @@ def test_path_may_name_the_folder(tmp_path):
 
 
 def test_locked_database_is_retried_then_reported(tmp_path):
+    # The back-off sleeps on a fake clock: how long the lock is waited out is counted,
+    # not lived through.
+    from reliability_helpers import FakeClock
+
     fx = build(str(tmp_path / "db.sqlite"), journal="delete")
-    src = bear(fx.path, lock_retry_seconds=0.3)
+    clock, waits, release_after = FakeClock(), [], [0]
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        clock.advance(seconds)
+        if len(waits) == release_after[0]:
+            fx.conn.execute("COMMIT")  # Bear's write ends while we back off
+
+    src = BearSource(SourceConfig("bear", "bear", fx.path), lock_retry_seconds=1.0,
+                     clock=clock, sleep=sleep)
     list(src.scan())
     fx.conn.execute("BEGIN EXCLUSIVE")  # Bear in the middle of a write
-    start = time.monotonic()
-    with pytest.raises(SourceError, match="stayed locked"):
+    with pytest.raises(SourceError, match="stayed locked for 1 s"):
         list(src.scan())
-    assert time.monotonic() - start < 3
+    # Backed off, doubling, for the budget and not beyond (a next wait of 0.5 s would be).
+    assert waits == [0.02, 0.04, 0.08, 0.16, 0.32]
     # A lock released while we back off is waited out.
-    src.lock_retry_seconds = 5.0
-    threading.Timer(0.3, lambda: fx.conn.execute("COMMIT")).start()
-    assert uuids(src) == VISIBLE
+    waits.clear()
+    release_after[0] = 3
+    assert uuids(src) == VISIBLE and len(waits) == 3
     fx.close()
 
 

@@ -93,6 +93,24 @@ def test_tags_from_frontmatter_shapes():
     assert collect_tags({"tags": ["Work"]}, "#work #a #A") == ["Work", "a"]
 
 
+def test_frontmatter_values_over_several_lines_and_quoted():
+    # Shapes from the Dendron vault (folded and literal titles, '' and \U escapes) and
+    # from hand-written notes that are not valid YAML (an unquoted colon).
+    for fm, want in [
+        ("title: >-\n  Getting Things Done\n  with Dendron\ndesc: x",
+         "Getting Things Done with Dendron"),
+        ("title: |\n  Two\n  lines\n", "Two\nlines"),
+        ("title: a long\n  plain title\ntags:\n  - t", "a long plain title"),
+        ("title: 'Cal Newport''s Blog: Thinking'", "Cal Newport's Blog: Thinking"),
+        ('title: "Welcome \\U0001F332 \\"here\\""', 'Welcome 🌲 "here"'),
+        ("title: Meeting: Q3 plan", "Meeting: Q3 plan"),
+    ]:
+        meta, _ = split_frontmatter(f"---\n{fm}\n---\nbody\n")
+        assert meta["title"] == want, fm
+    meta, _ = split_frontmatter("---\ntitle: a\n  b\ntags:\n  - x\n  - y\n---\n")
+    assert meta == {"title": "a b", "tags": ["x", "y"]}
+
+
 def test_excluded_folders_are_never_read(tmp_path, monkeypatch):
     root = write_notes(tmp_path / "n", {"a.md": "# A\n", "private/secret.md": "# S\n",
                                         "deep/private/also.md": "# S2\n", "x.tmp.md": "# T\n",

@@ -1,6 +1,6 @@
 """The sources over the real collections in ../shared/data (skipped when absent): every
 note parses, titles and tags look right, and the edit/rename/delete cycle on a copy of real
-notes does no repeated work. The slow test measures first-index speed and the time to apply
+notes does no repeated work. The `bench` test measures first-index speed and the time to apply
 a one-note edit with the real model."""
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def test_edit_rename_delete_cycle_on_real_notes(tmp_path):
     engine.close()
 
 
-@pytest.mark.slow
+@pytest.mark.bench
 def test_real_model_figures(tmp_path, real_embedder):
     """First index of ~300 real notes with the real model, then one one-note edit."""
     root = _copy(tmp_path, ["postgres", "sed", "tmux", "mac", "zsh", "docker", "sqlite"])

@@ -10,17 +10,15 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 from bear_fixture import build
-from helpers import RecordingEmbedder, write_notes
+from helpers import GatedEmbedder, RecordingEmbedder, write_notes
 from notewell.config import Config, SourceConfig
 from notewell.engine import Engine
 from notewell.index.database import Index
 from notewell.index.schema import BuildSettings
 from notewell.ingest.chunking import ChunkSettings, chunk_note
 from notewell.ingest.sync import Syncer
-from notewell.model.fake import FakeEmbedder
 from notewell.notes import Chunk
 from notewell.sources import open_source
 
@@ -219,22 +217,6 @@ def test_behind_since_tracks_failures_and_unfinished_syncs(tmp_path, folder):
     assert report.added == 1 and row["pending"] == 0 and row["behind_since"] is None
 
 
-class GatedEmbedder(FakeEmbedder):
-    """Blocks inside embed_batch (a long model call) until released."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = threading.Event()
-        self.inside = threading.Event()
-        self.block = False
-
-    def embed_batch(self, texts: list[str]) -> np.ndarray:
-        if self.block and len(texts) > 1:  # a sync's batch, not a one-query embedding
-            self.inside.set()
-            self.gate.wait(10)
-        return super().embed_batch(texts)
-
-
 def test_searches_answer_from_the_last_commit_while_a_sync_runs(tmp_path, folder):
     cfg = Config(sources=(SourceConfig("notes", "markdown", str(folder)),))
     emb = GatedEmbedder()
@@ -247,9 +229,8 @@ def test_searches_answer_from_the_last_commit_while_a_sync_runs(tmp_path, folder
     worker.start()
     try:
         assert emb.inside.wait(10)  # the sync is in the middle of embedding
-        start = time.monotonic()
         hits = engine.search("kitchen tap water", limit=5).hits
-        assert time.monotonic() - start < 2.0
+        assert not emb.passed.is_set()  # answered while the sync is held in the model
         assert hits and hits[0].note_id == "notes:home/tap.md"
         assert not engine.search("sourdough starter rye", limit=5, mode="bm25").hits
     finally:
@@ -257,3 +238,43 @@ def test_searches_answer_from_the_last_commit_while_a_sync_runs(tmp_path, folder
         worker.join(10)
     assert engine.search("sourdough starter rye", limit=5, mode="bm25").hits
     engine.close()
+
+
+def test_an_unreadable_note_is_read_again_only_after_the_retry_interval(tmp_path, folder):
+    from notewell.ingest.sync import RETRY_UNREADABLE
+    from reliability_helpers import FakeClock
+
+    (folder / "binary.md").write_bytes(b"\x00\x01 not text")
+    index = Index(str(tmp_path / "index.sqlite"), SETTINGS)
+    clock = FakeClock()
+    syncer = Syncer(index, RecordingEmbedder(), CHUNKER, clock=clock)
+    src = md(folder)
+    reads: list[str] = []
+    real_load = src.load
+    first = syncer.sync(src)
+    assert len(first.warnings) == 1 and "binary.md" in first.warnings[0]
+    src.load = lambda note_id: reads.append(note_id) or real_load(note_id)
+    clock.advance(RETRY_UNREADABLE - 1)
+    assert syncer.sync(src).warnings == [] and reads == []
+    clock.advance(1)  # the interval has passed: read again, still unreadable
+    assert len(syncer.sync(src).warnings) == 1 and reads == ["notes:binary.md"]
+    index.close()
+
+
+def test_progress_lines_on_a_fake_clock():
+    import io
+
+    from notewell.ingest.progress import Progress
+    from reliability_helpers import FakeClock
+
+    clock, out = FakeClock(), io.StringIO()
+    bar = Progress("indexing notes", 10, stream=out, every=2.0, clock=clock)
+    clock.advance(1.0)
+    bar.advance()  # the first line at once
+    clock.advance(1.0)
+    bar.advance()  # 1 s after the last line: none (a log gets one every 2 s)
+    clock.advance(1.0)
+    bar.advance(2)
+    assert out.getvalue().splitlines() == [
+        "indexing notes [##----------------------] 1/10 notes 1.0/s, 0:09 left",
+        "indexing notes [#########---------------] 4/10 notes 1.3/s, 0:05 left"]

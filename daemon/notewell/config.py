@@ -13,6 +13,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+import tomli_w
+
 from notewell.wire import paths
 
 if sys.version_info >= (3, 11):
@@ -154,27 +156,23 @@ def _check_pdf_options(where: str, kind: str, options: dict) -> None:
 
 def dump(config: Config) -> str:
     """TOML text for a config; only the shapes notewell itself writes."""
-    lines = []
+    data: dict = {}
     if config.debug_log:
-        lines += ["debug_log = true", ""]
+        data["debug_log"] = True
     if config.model is not None:
-        lines.append("[model]")
-        for key in MODEL_KEYS:
-            value = getattr(config.model, key)
-            if value is not None:
-                lines.append(f"{key} = {_toml_value(value)}")
-        lines.append("")
+        model = {k: getattr(config.model, k) for k in MODEL_KEYS}
+        data["model"] = {k: v for k, v in model.items() if v is not None}
+    sources = []
     for s in config.sources:
-        lines.append("[[sources]]")
-        lines.append(f"name = {_toml_str(s.name)}")
-        lines.append(f"type = {_toml_str(s.type)}")
+        table: dict = {"name": s.name, "type": s.type}
         if s.path:
-            lines.append(f"path = {_toml_str(s.path)}")
-        lines.append("exclude = [" + ", ".join(_toml_str(g) for g in s.exclude) + "]")
-        for k, v in s.options.items():
-            lines.append(f"{k} = {_toml_value(v)}")
-        lines.append("")
-    return "\n".join(lines)
+            table["path"] = s.path
+        table["exclude"] = list(s.exclude)
+        table.update(s.options)
+        sources.append(table)
+    if sources:
+        data["sources"] = sources
+    return tomli_w.dumps(data)
 
 
 def save(config: Config, path: str | None = None) -> str:
@@ -182,16 +180,3 @@ def save(config: Config, path: str | None = None) -> str:
     paths.write_atomic(path, dump(config).encode("utf-8"))
     return path
 
-
-def _toml_str(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _toml_value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    return _toml_str(str(v))

@@ -8,12 +8,6 @@ import json
 import os
 import sys
 import time
-from typing import TYPE_CHECKING
-
-from notewell.wire import paths
-
-if TYPE_CHECKING:
-    pass
 
 from notewell.cli.common import (
     command,
@@ -22,6 +16,7 @@ from notewell.cli.common import (
     one_shot_engine,
     print_report,
 )
+from notewell.wire import paths
 
 
 @command

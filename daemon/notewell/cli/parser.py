@@ -5,14 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from notewell import __version__
 from notewell.wire import paths
 from notewell.wire.requests import MAX_LIMIT, MAX_PAGE_CHARS, OPS, default
-
-if TYPE_CHECKING:
-    pass
 
 # Commands that must start fast and stay thin: run before main imports anything heavy.
 LIGHT_COMMANDS = frozenset({"mcp"})

@@ -7,10 +7,6 @@ import argparse
 import json
 import sys
 import time
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
 
 from notewell.cli.common import (
     command,

@@ -17,13 +17,13 @@ May import ``index.sql`` (the rows a copy is read from), ``index.keywords``,
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import apsw
 import numpy as np
 
+from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.index import keywords, sql
 from notewell.index.keywords import COLUMN_WEIGHTS, KeywordIndex
 from notewell.index.schema import connect
@@ -75,10 +75,11 @@ class Copies:
     it; background loads open connections of their own."""
 
     def __init__(self, path: str, dim: int, db: Callable[[], apsw.Connection],
-                 settings: CopySettings | None = None) -> None:
+                 settings: CopySettings | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.path = path
         self.dim = dim
         self.settings = settings or CopySettings()
+        self._clock = clock  # how long the chunks have stayed unchanged (keywords_quiet)
         self._db = db
         self._vectors: VectorCache | None = None
         self._keywords: KeywordIndex | None = None
@@ -96,11 +97,6 @@ class Copies:
     def vector_copy(self) -> VectorCache | None:
         """The vector copy held now, current or not (None before the first load)."""
         return self._vectors
-
-    @property
-    def keyword_copy(self) -> KeywordIndex | None:
-        """The keyword copy held now, current or not (None before the first build)."""
-        return self._keywords
 
     def nbytes(self) -> dict[str, int | None]:
         """Bytes held by the copies (vectors, keywords); None where not loaded."""
@@ -187,7 +183,7 @@ class Copies:
         new one is built behind."""
         if self._closed or not self.settings.keywords:
             return None
-        epoch, now = sql.chunks_epoch(self._db()), time.monotonic()
+        epoch, now = sql.chunks_epoch(self._db()), self._clock.monotonic()
         copy = self._keywords
         if copy is not None and copy.epoch == epoch:
             return copy

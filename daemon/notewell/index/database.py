@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import apsw
 import numpy as np
 
+from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.index import keywords, schema, sql
 from notewell.index.copies import Copies, CopySettings
 from notewell.index.keywords import KeywordIndex
@@ -56,13 +57,13 @@ class Index:
 
     def __init__(self, path: str, settings: BuildSettings,
                  copies: CopySettings | None = None, *,
-                 other_chunker_ok: bool = False) -> None:
+                 other_chunker_ok: bool = False, clock: Clock = SYSTEM_CLOCK) -> None:
         self.path = path
         self.settings = settings
         self._local = threading.local()
         self._conns: list[apsw.Connection] = []
         self._conns_lock = threading.Lock()
-        self.copies = Copies(path, settings.dim, lambda: self.db, copies)
+        self.copies = Copies(path, settings.dim, lambda: self.db, copies, clock)
         self.reads = Reads(lambda: self.db, self.copies)
         # Set by ``store.open_current`` when this file replaced a damaged one: the daemon
         # reports "rebuilding" until a first full sync has filled it again.

@@ -367,10 +367,6 @@ class Reads:
         """The note's row (title, source, path, url, tags, dates), None if not indexed."""
         return sql.note_record(self._db(), note_id)
 
-    def headings(self, note: int) -> list[str]:
-        """The heading paths of the note's passages (``A > B``), in order."""
-        return sql.headings(self._db(), note)
-
     # -- filters ---------------------------------------------------------------------------
 
     def tagged(self, tag: str) -> set[int]:

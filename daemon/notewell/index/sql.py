@@ -240,13 +240,6 @@ def note_record(db: apsw.Connection, note_id: str) -> NoteRecord | None:
     return NoteRecord(*row) if row else None
 
 
-def headings(db: apsw.Connection, note: int) -> list[str]:
-    """The distinct heading paths of a note's passages, in order."""
-    return [r[0] for r in db.execute(
-        "SELECT heading_path FROM chunks WHERE note = ? AND heading_path != '' "
-        "GROUP BY heading_path ORDER BY min(seq)", (note,))]
-
-
 def first_chunk(db: apsw.Connection, note: int) -> int | None:
     row = db.execute("SELECT id FROM chunks WHERE note = ? ORDER BY seq LIMIT 1",
                      (note,)).fetchone()

@@ -6,30 +6,33 @@ every few seconds so logs stay readable."""
 from __future__ import annotations
 
 import sys
-import time
 from typing import TextIO
+
+from notewell.clock import SYSTEM_CLOCK, Clock
 
 
 class Progress:
     def __init__(self, label: str, total: int, unit: str = "notes",
-                 stream: TextIO | None = None, every: float = 2.0) -> None:
+                 stream: TextIO | None = None, every: float = 2.0,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.label, self.total, self.unit = label, total, unit
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.every = 0.1 if self.tty else every
         self.done = 0
-        self.start = time.monotonic()
+        self.clock = clock  # the rate, the time left, and how often a line is printed
+        self.start = clock.monotonic()
         self._last = 0.0
 
     def advance(self, n: int = 1) -> None:
         self.done += n
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if now - self._last >= self.every or self.done >= self.total:
             self._last = now
             self._draw(now)
 
     def line(self, now: float | None = None) -> str:
-        now = now or time.monotonic()
+        now = now or self.clock.monotonic()
         elapsed = max(now - self.start, 1e-9)
         rate = self.done / elapsed
         left = (self.total - self.done) / rate if rate > 0 else 0.0

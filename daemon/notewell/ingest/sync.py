@@ -11,11 +11,11 @@ any point leaves a consistent index and the next sync re-embeds nothing already 
 from __future__ import annotations
 
 import logging
-import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.index.database import Index
 from notewell.ingest.chunking import ChunkSettings, note_chunks
 from notewell.ingest.progress import Progress
@@ -64,15 +64,17 @@ class SyncReport:
 
 class Syncer:
     def __init__(self, index: Index, embedder: Embedder, chunker: ChunkSettings,
-                 should_stop: Callable[[], bool] = lambda: False) -> None:
+                 should_stop: Callable[[], bool] = lambda: False,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.index = index
         self.embedder = embedder
         self.chunker = chunker
         self.should_stop = should_stop
+        self.clock = clock  # when an unreadable note is read again; the report's seconds
 
     def sync(self, source: Source, progress: bool = False) -> SyncReport:
         report = SyncReport(source.name)
-        start = time.monotonic()
+        start = self.clock.monotonic()
         try:
             stubs = {s.note_id: s for s in source.scan()}
         except SourceError as e:
@@ -90,7 +92,8 @@ class Syncer:
         if todo:
             # `status` and the launcher's "behind" hint see this while the sync runs.
             self.index.mark_pending(source.name, source.kind, len(todo))
-        bar = Progress(f"indexing {source.name}", len(todo)) if progress and todo else None
+        bar = (Progress(f"indexing {source.name}", len(todo), clock=self.clock)
+               if progress and todo else None)
         batch: list[Note] = []
         done = 0
         unwritten = 0  # notes loaded but left for the next sync (stopped mid-embedding)
@@ -101,7 +104,7 @@ class Syncer:
             done += 1
             seen = unreadable.get(stub.note_id)
             if (seen and seen[0] == stub.fingerprint
-                    and time.monotonic() - seen[2] < RETRY_UNREADABLE):
+                    and self.clock.monotonic() - seen[2] < RETRY_UNREADABLE):
                 if bar:
                     bar.advance()
                 continue
@@ -118,7 +121,7 @@ class Syncer:
                 report.warnings.append(message)
                 if not seen or seen[1] != message:
                     log.warning("%s", message)
-                unreadable[stub.note_id] = (stub.fingerprint, message, time.monotonic())
+                unreadable[stub.note_id] = (stub.fingerprint, message, self.clock.monotonic())
             else:
                 unreadable.pop(stub.note_id, None)
             if note is None or note is _UNREADABLE:
@@ -159,7 +162,7 @@ class Syncer:
         self.index.prune_embeddings()
         report.pending = len(todo) - done + unwritten
         self.index.record_sync(source.name, source.kind, pending=report.pending)
-        report.seconds = round(time.monotonic() - start, 3)
+        report.seconds = round(self.clock.monotonic() - start, 3)
         return report
 
     def _write(self, source: Source, notes: list[Note], report: SyncReport,

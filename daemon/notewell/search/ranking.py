@@ -57,9 +57,6 @@ class Ranking:
     # at most ``typo_rare_df`` passages also gets a close word held by ``typo_common_ratio``
     # times as many, beside itself.
     typos: bool = True
-    # A whole word of the model's vocabulary is a real word the notes do not use, not a
-    # typo: left alone ("snow" is not "now").
-    typo_real_words: bool = True
     typo_min_letters: int = 5
     typo_long_word: int = 9
     typo_rare_df: int = 3

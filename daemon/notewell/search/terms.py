@@ -73,7 +73,7 @@ def query_terms(q: Query, reads: Reads, ranking: Ranking | None = None,
         term = QueryTerm(word, phrase, found, prefix, min(dfs), vocab.idf(min(dfs)))
         if prefix:
             typing = term
-        real = known is not None and r.typo_real_words and known(word)
+        real = known is not None and known(word)
         fix = (correct(word, prefix, term.df, reads, vocab, r, known)
                if len(found) == 1 and not real and not has_cjk(word) else None)
         if term.df or fix is None:

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
+from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import SourceConfig
 from notewell.notes import Attachment, Note, NoteStub
 from notewell.sources.base import SourceDenied, SourceError, access_problem, is_denied
@@ -238,9 +239,12 @@ def _is_lock_error(e: sqlite3.OperationalError) -> bool:
 class BearSource:
     kind = "bear"
 
-    def __init__(self, config: SourceConfig, lock_retry_seconds: float = LOCK_RETRY_SECONDS
+    def __init__(self, config: SourceConfig, lock_retry_seconds: float = LOCK_RETRY_SECONDS,
+                 clock: Clock = SYSTEM_CLOCK, sleep: Callable[[float], None] = time.sleep
                  ) -> None:
         self.config = config
+        # How long Bear's lock has been waited out, and the wait between tries.
+        self._clock, self._sleep = clock, sleep
         archived = config.options.get("include_archived", True)
         if isinstance(archived, str):  # tolerate include_archived = "false"
             archived = archived.strip().lower() not in ("false", "no", "0", "off")
@@ -317,7 +321,7 @@ class BearSource:
 
     def _retry(self, read: Callable[[], T], conn: sqlite3.Connection) -> T:
         """Run ``read`` in one short read transaction, retrying while Bear holds a lock."""
-        deadline = time.monotonic() + self.lock_retry_seconds
+        deadline = self._clock.monotonic() + self.lock_retry_seconds
         delay = 0.02
         while True:
             try:
@@ -331,11 +335,11 @@ class BearSource:
                     conn.execute("ROLLBACK")
                 if not _is_lock_error(e):
                     raise
-                if time.monotonic() + delay > deadline:
+                if self._clock.monotonic() + delay > deadline:
                     raise SourceError(
                         f"Bear's database stayed locked for {self.lock_retry_seconds:.0f} s; "
                         "the next sync will try again") from None
-                time.sleep(delay)
+                self._sleep(delay)
                 delay = min(delay * 2, 0.5)
 
     def _read(self, read: Callable[[sqlite3.Connection, BearSchema], T]) -> T:

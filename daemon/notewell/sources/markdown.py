@@ -382,13 +382,24 @@ def split_frontmatter(text: str) -> tuple[dict, str]:
 
 
 def parse_yaml_subset(block: str) -> dict:
-    """Top-level ``key: value`` pairs, inline ``[a, b]`` lists and ``- item`` block lists.
+    """Top-level ``key: value`` pairs, inline ``[a, b]`` lists, ``- item`` block lists,
+    ``>``/``|`` block scalars and plain values continued on indented lines.
 
     Frontmatter in the wild is often not valid YAML; notewell reads only a few keys, and
-    a line it cannot read is ignored rather than failing the note."""
+    a line it cannot read is ignored rather than failing the note (a YAML library rejects
+    the whole block: docs/architecture.md, "Dependencies")."""
     result: dict = {}
     key = None
+    folded: list[str] | None = None  # the lines of the current key's multi-line value
+    style = ""
     for line in block.splitlines():
+        if folded is not None and (not line.strip() or line[:1] in " \t") and not (
+                style == "plain" and re.match(r"^\s*-\s", line)):
+            folded.append(line.strip())
+            continue
+        if folded is not None:
+            result[key] = _join_block(folded, style)
+            folded = None
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         item = re.match(r"^\s*-\s+(.*)$", line)
@@ -405,9 +416,22 @@ def parse_yaml_subset(block: str) -> dict:
         key, value = kv.group(1).lower(), kv.group(2).strip()
         if value.startswith("[") and value.endswith("]"):
             result[key] = [_scalar(v) for v in _split_inline(value[1:-1]) if v.strip()]
+        elif re.fullmatch(r"[>|][1-9+-]{0,2}", value):
+            folded, style = [], value[0]
         else:
             result[key] = _scalar(value)
+            if value and value[0] not in "\"'":
+                folded, style = [result[key]], "plain"  # it may go on below
+    if folded is not None:
+        result[key] = _join_block(folded, style)
     return result
+
+
+def _join_block(lines: list[str], style: str) -> str:
+    """``|`` keeps the line breaks; ``>`` and plain values fold them into spaces."""
+    if style == "|":
+        return "\n".join(lines).strip("\n")
+    return " ".join(x for x in lines if x)
 
 
 def _split_inline(s: str) -> list[str]:
@@ -429,10 +453,26 @@ def _split_inline(s: str) -> list[str]:
     return parts
 
 
+_DQ_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)")
+_DQ_NAMED = {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}
+
+
+def _unescape(m: re.Match[str]) -> str:
+    """One YAML double-quoted escape (``\\"``, ``\\n``, ``\\U0001F332``)."""
+    code = m.group(1)
+    if len(code) > 1:
+        point = int(code[1:], 16)
+        # A lone surrogate could not be stored or sent as UTF-8.
+        return chr(point) if point < 0xD800 or 0xE000 <= point <= 0x10FFFF else "\ufffd"
+    return _DQ_NAMED.get(code, code)
+
+
 def _scalar(value: str) -> str:
     value = value.strip()
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        return value[1:-1]
+    if len(value) >= 2 and value[0] == value[-1] == "'":
+        return value[1:-1].replace("''", "'")
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        return _DQ_ESCAPE.sub(_unescape, value[1:-1])
     return re.sub(r"\s+#.*$", "", value)
 
 
