@@ -247,6 +247,7 @@ class Engine:
                 "last_sync": row.get("last_sync"), "last_error": row.get("last_error"),
                 "pending": row.get("pending", 0),
                 "behind_since": row.get("behind_since"),
+                "offloaded": row.get("offloaded", 0),  # in iCloud, not downloaded
             })
         syncs = [s["last_sync"] for s in sources if s["last_sync"]]
         return {

@@ -153,6 +153,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         line = f"  {s['name']} ({s['type']}): {s['notes']} notes, last sync {when}"
         if s.get("pending"):
             line += f", {s['pending']} changed notes not yet indexed"
+        if s.get("offloaded"):
+            line += f", {s['offloaded']} notes in iCloud, not downloaded"
         if s.get("behind_since"):
             line += f", behind for {(time.time() - s['behind_since']) / 60:.0f} min"
         if s.get("last_error"):

@@ -191,12 +191,19 @@ def full_disk_access_hint(platform: str) -> str:
 
 
 def check_source(src_cfg, platform: str) -> Check:
+    from notewell.sources import Listing, open_source
+    from notewell.sources.base import FolderUnreadable
+
     name = f"source {src_cfg.name}"
     try:
-        from notewell.sources import open_source
-
         source = open_source(src_cfg)
-        first = next(iter(source.scan()), None)
+        found = source.scan()
+        first = next(iter(found), None)
+        if isinstance(found, Listing) and found.error is not None:
+            raise found.error  # some folders cannot be listed: the rest is readable
+    except FolderUnreadable as e:
+        return Check(name, FAIL, str(e), full_disk_access_hint(platform) if e.denied
+                     else "reconnect the disk or share it is on")
     except PermissionError as e:
         return Check(name, FAIL, f"not readable: {e}", full_disk_access_hint(platform))
     except ImportError as e:
