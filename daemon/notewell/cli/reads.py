@@ -154,7 +154,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         if s.get("pending"):
             line += f", {s['pending']} changed notes not yet indexed"
         if s.get("offloaded"):
-            line += f", {s['offloaded']} notes in iCloud, not downloaded"
+            n = s["offloaded"]
+            line += f", {n} note{'s' if n != 1 else ''} in iCloud, not downloaded"
         if s.get("behind_since"):
             line += f", behind for {(time.time() - s['behind_since']) / 60:.0f} min"
         if s.get("last_error"):

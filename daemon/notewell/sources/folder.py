@@ -74,7 +74,7 @@ def walk(root: str, skip_dirs: frozenset[str], excluded: Callable[[str], bool],
                 if entry.is_dir():
                     if entry.name in skip_dirs or excluded(rel + "/"):
                         continue
-                    if rel_dir and is_dataless(entry.stat()):
+                    if is_dataless(entry.stat()):
                         out.offloaded.append(rel + "/")  # listing it would fetch it
                     else:
                         stack.append(rel)

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Iterator
 
 from notewell.config import SourceConfig
 from notewell.notes import Attachment, Note, NoteStub
+from notewell.sources import folder
 from notewell.sources.base import Listing, SourceError, SourceWarning
-from notewell.sources.folder import is_dataless, unreadable_error, walk
 from notewell.sources.pdf import MAX_PDF_BYTES, PdfProblem, PdfTexts
 
 MAX_NOTE_BYTES = 8 * 1024 * 1024
@@ -74,9 +74,9 @@ class MarkdownSource:
 
     def scan(self) -> Listing:
         self._check_root()
-        found = walk(self.root, self.skip_dirs, self._excluded, self.pdf_mode != "none")
+        found = folder.walk(self.root, self.skip_dirs, self._excluded, self.pdf_mode != "none")
         if "" in found.unreadable:
-            raise unreadable_error(self.name, self.root, {"": found.unreadable[""]})
+            raise folder.unreadable_error(self.name, self.root, {"": found.unreadable[""]})
         names: dict[str, str] = {}
         for rel in sorted(found.pdfs, key=lambda r: (r.count("/"), r)):  # nearest the top wins
             names.setdefault(rel.rsplit("/", 1)[-1].lower(), rel)
@@ -93,7 +93,7 @@ class MarkdownSource:
                       for rel, st in found.pdfs.items() if rel not in linked]
             offloaded += [rel for rel in found.offloaded_pdfs if rel not in linked]
         unreadable = [self._note_id(rel) + end for rel in found.unreadable for end in ("", "/")]
-        error = (unreadable_error(self.name, self.root, found.unreadable)
+        error = (folder.unreadable_error(self.name, self.root, found.unreadable)
                  if found.unreadable else None)
         return Listing(stubs, unreadable, [self._note_id(rel) for rel in offloaded], error)
 
@@ -103,7 +103,7 @@ class MarkdownSource:
         except (FileNotFoundError, NotADirectoryError):
             st = None
         except OSError as e:  # there, but not for us (macOS privacy controls, permissions)
-            raise unreadable_error(self.name, self.root, {"": e}) from None
+            raise folder.unreadable_error(self.name, self.root, {"": e}) from None
         if st is None or not stat.S_ISDIR(st.st_mode):
             raise SourceError(
                 f"{self.root} is not a folder: fix 'path' for source {self.name!r} in config.toml"
@@ -120,7 +120,7 @@ class MarkdownSource:
                 pst = os.stat(os.path.join(self.root, pdf))
                 # Downloaded from iCloud, a PDF is read: the note's fingerprint changes.
                 seen.append((pdf, pst.st_mtime_ns, pst.st_size)
-                            + (("dataless",) if is_dataless(pst) else ()))
+                            + (("dataless",) if folder.is_dataless(pst) else ()))
             except OSError:
                 seen.append((pdf, None, None))
         digest = hashlib.sha1(repr(seen).encode("utf-8", "surrogatepass")).hexdigest()[:12]
@@ -217,7 +217,7 @@ class MarkdownSource:
             path = os.path.join(self.root, pdf)
             try:
                 st = os.stat(path)
-                if is_dataless(st):  # reading would download it; read once it is here
+                if folder.is_dataless(st):  # reading would download it; read once it is here
                     warnings.append(f"{path}: in iCloud, not downloaded; its text is "
                                     "indexed once it is")
                     continue
