@@ -18,11 +18,12 @@ import os
 import re
 import stat
 import threading
+import unicodedata
 import urllib.parse
 from collections.abc import Iterable, Iterator
 
 from notewell.config import SourceConfig
-from notewell.notes import Attachment, Note, NoteStub
+from notewell.notes import Attachment, Note, NoteStub, nfc, nfc_note
 from notewell.sources import folder
 from notewell.sources.base import Listing, SourceError, SourceWarning
 from notewell.sources.pdf import MAX_PDF_BYTES, PdfProblem, PdfTexts
@@ -89,7 +90,7 @@ class MarkdownSource:
         if self.pdf_mode == "all":
             # The notes read by earlier syncs say which PDFs they link.
             linked = {p for pdfs in links.values() for p in pdfs}
-            stubs += [NoteStub(self._note_id(rel), f"{st.st_mtime_ns}:{st.st_size}")
+            stubs += [NoteStub(self._note_id(rel), _pdf_fingerprint(rel, st))
                       for rel, st in found.pdfs.items() if rel not in linked]
             offloaded += [rel for rel in found.offloaded_pdfs if rel not in linked]
         unreadable = [self._note_id(rel) + end for rel in found.unreadable for end in ("", "/")]
@@ -169,11 +170,11 @@ class MarkdownSource:
             return None
         except OSError as e:
             raise SourceWarning(f"{path}: {e.strerror}; skipped") from None
-        text = decode_note(raw, path)
+        text = nfc(decode_note(raw, path))  # before tags are read: "#fête" typed in NFD
         meta, body = split_frontmatter(text)
         title = self.title(meta, body, rel)
         links, attachments, warnings = self._linked_pdfs(rel, body)
-        return Note(
+        return nfc_note(Note(
             note_id=note_id,
             source=self.name,
             kind=self.kind,
@@ -190,7 +191,7 @@ class MarkdownSource:
             fingerprint=self._fingerprint(rel, st, links),
             attachments=attachments,
             warnings=warnings,
-        )
+        ))
 
     # -- PDFs ---------------------------------------------------------------------------------
 
@@ -280,9 +281,10 @@ class MarkdownSource:
         name = rel.rsplit("/", 1)[-1]
         # A scan without a text layer is found by its name only.
         attachments = (Attachment(name, pages, url),) if any(p.strip() for p in pages) else ()
-        return Note(note_id=note_id, source=self.name, kind=self.kind, title=_stem(rel),
-                    text="", url=url, path=path, modified=st.st_mtime,
-                    fingerprint=f"{st.st_mtime_ns}:{st.st_size}", attachments=attachments)
+        return nfc_note(Note(note_id=note_id, source=self.name, kind=self.kind,
+                             title=_stem(rel), text="", url=url, path=path,
+                             modified=st.st_mtime, fingerprint=_pdf_fingerprint(rel, st),
+                             attachments=attachments))
 
     def title(self, meta: dict, body: str, rel: str) -> str:
         """Frontmatter ``title``, else the note's leading H1, else the file name."""
@@ -318,9 +320,16 @@ class MarkdownSource:
 
 # How notes are read; part of every fingerprint, so that a notewell which reads a note into
 # more than before reads every file again once (2: its path as an alias, linked PDFs,
-# frontmatter dates). Only notes whose passages changed are embedded again: for those
-# changes, none but the notes that link PDFs.
-_READ = 2
+# frontmatter dates; 3: text in NFC). Only notes whose passages changed are embedded again:
+# for those changes, none but the notes that link PDFs, and the notes not in NFC.
+_READ = 3
+
+
+def _pdf_fingerprint(rel: str, st: os.stat_result) -> str:
+    # A name not in NFC (typed in Finder) is read once more, to index its title in NFC;
+    # no other PDF is read again.
+    nfd = "" if unicodedata.is_normalized("NFC", rel) else ":nfc"
+    return f"{st.st_mtime_ns}:{st.st_size}{nfd}"
 
 
 def _stem(rel: str) -> str:
