@@ -158,3 +158,17 @@ def test_the_flag_is_read_from_st_flags():
         st_flags = listing.SF_DATALESS | 0x20
 
     assert listing.is_dataless(Stat()) and not listing.is_dataless(os.stat("."))
+
+
+def test_a_loose_pdf_in_icloud_keeps_its_rows(tmp_path, root, monkeypatch):
+    write_pdf(root / "scan.pdf", ["Tenancy agreement for the flat."])
+    engine = engine_for(tmp_path, root, pdfs="all")
+    engine.sync()
+    assert found(engine, "tenancy agreement") == ["notes:scan.pdf"]
+    offload(monkeypatch, root / "scan.pdf")
+    reads = engine.sources[0].pdfs.reads
+    [report] = engine.sync()
+    assert (report.deleted, report.offloaded) == (0, 1)
+    assert engine.sources[0].pdfs.reads == reads
+    assert found(engine, "tenancy agreement") == ["notes:scan.pdf"]
+    engine.close()

@@ -129,3 +129,21 @@ def marker(tmp_path: Path) -> Path:
     fake.write_text('#!/bin/sh\nprintf "FALLBACK %s|" "$@"\n')
     fake.chmod(0o755)
     return fake
+
+
+def test_a_loose_pdf_named_in_finder_is_titled_in_nfc(tmp_path):
+    from pdf_fixture import write_pdf
+
+    root = tmp_path / "notes"
+    root.mkdir()
+    write_pdf(root / nfd("Relevé de compte.pdf"), ["Solde du mois."])
+    e = Engine(Config(sources=(SourceConfig("notes", "markdown", str(root), (),
+                                            {"pdfs": "all"}),)),
+               embedder=RecordingEmbedder(), index_dir=str(tmp_path / "idx"))
+    e.sync()
+    [hit] = e.search("relevé", mode="bm25").hits
+    assert hit.title == "Relevé de compte" and unicodedata.is_normalized("NFC", hit.title)
+    # Its fingerprint asks for one more read of a PDF so named (not of any other).
+    [stub] = e.sources[0].scan()
+    assert stub.fingerprint.endswith(":nfc")
+    e.close()
