@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -106,6 +107,34 @@ def walk(root: str, skip_dirs: frozenset[str], excluded: Callable[[str], bool],
                 # Neither listed nor known to be gone: kept like a folder that cannot be read.
                 out.unreadable[rel] = e
     return out
+
+
+def glob_to_regex(glob: str) -> re.Pattern[str]:
+    """Gitignore-like globs on '/'-separated relative paths: ``*`` stays within a folder,
+    ``**`` crosses folders, a trailing ``/`` or ``/**`` means everything below."""
+    g = glob.strip().lstrip("/")
+    if g.endswith("/"):
+        g += "**"
+    out, i = [], 0
+    while i < len(g):
+        if g.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif g.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif g[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif g[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(g[i]))
+            i += 1
+    # A pattern without '/' matches at any depth, as in .gitignore.
+    prefix = "" if "/" in glob.strip().rstrip("/") else "(?:.*/)?"
+    return re.compile(prefix + "".join(out) + "$")
 
 
 def unreadable_error(source: str, root: str, unreadable: dict[str, OSError],

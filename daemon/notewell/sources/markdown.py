@@ -26,6 +26,7 @@ from notewell.config import SourceConfig
 from notewell.notes import Attachment, Note, NoteStub, nfc, nfc_note
 from notewell.sources import folder
 from notewell.sources.base import Listing, SourceError, SourceWarning
+from notewell.sources.folder import glob_to_regex
 from notewell.sources.pdf import MAX_PDF_BYTES, PdfProblem, PdfTexts
 
 MAX_NOTE_BYTES = 8 * 1024 * 1024
@@ -340,34 +341,6 @@ def _stem(rel: str) -> str:
 def _parents(rel: str) -> list[str]:
     parts = rel.split("/")[:-1]
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
-
-
-def glob_to_regex(glob: str) -> re.Pattern[str]:
-    """Gitignore-like globs on '/'-separated relative paths: ``*`` stays within a folder,
-    ``**`` crosses folders, a trailing ``/`` or ``/**`` means everything below."""
-    g = glob.strip().lstrip("/")
-    if g.endswith("/"):
-        g += "**"
-    out, i = [], 0
-    while i < len(g):
-        if g.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif g.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif g[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif g[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(g[i]))
-            i += 1
-    # A pattern without '/' matches at any depth, as in .gitignore.
-    prefix = "" if "/" in glob.strip().rstrip("/") else "(?:.*/)?"
-    return re.compile(prefix + "".join(out) + "$")
 
 
 def decode_note(raw: bytes, path: str) -> str:
