@@ -24,7 +24,7 @@ from notewell.ingest.sync import Syncer, SyncReport
 from notewell.model.custom import open_folder
 from notewell.model.embedding import Embedder
 from notewell.model.runtime import custom_embedder, default_embedder
-from notewell.notes import Hit
+from notewell.notes import Hit, nfc
 from notewell.search import dates, filters
 from notewell.search.query import Query, parse, typing_tag
 from notewell.search.ranking import Ranking
@@ -126,12 +126,12 @@ class Engine:
         if after is not None and before is not None and after >= before:
             raise ArgumentError("modified_before", "is not later than modified_after, so "
                                 "no note can match; swap them?")
-        more_tags = tuple(t.strip().lstrip("#").lower().rstrip("/") for t in tags)
+        more_tags = tuple(nfc(t).strip().lstrip("#").lower().rstrip("/") for t in tags)
         # Bounds typed in the query (``after:``) are read later (``filters.with_dates``)
         # and tighten these.
         return dataclasses.replace(
             q, tags=q.tags + tuple(t for t in more_tags if t),
-            sources=q.sources + ((source,) if source else ()),
+            sources=q.sources + ((nfc(source),) if source else ()),
             modified_after=after if after is not None else q.modified_after,
             modified_before=before if before is not None else q.modified_before)
 
@@ -167,6 +167,7 @@ class Engine:
             raise NoteNotFound(f"note {note_id!r} is no longer in its source; the index "
                                "drops it at its next sync")
         text = note.text
+        heading = nfc(heading) if heading is not None else None  # as the text is
         if heading is not None and not heading.strip():
             heading = None  # a hit without a heading path: the whole note
         if heading is not None:
@@ -206,7 +207,7 @@ class Engine:
             parts = tag.split("/")
             for n in range(1, len(parts) + 1):
                 notes.setdefault("/".join(parts[:n]), set()).add(note)
-        want = (prefix or "").strip().lstrip("#").lower()
+        want = nfc(prefix or "").strip().lstrip("#").lower()
         return [{"tag": tag, "notes": len(ids)} for tag, ids in sorted(notes.items())
                 if tag and tag.startswith(want)]
 
@@ -243,6 +244,7 @@ class Engine:
                 "last_sync": row.get("last_sync"), "last_error": row.get("last_error"),
                 "pending": row.get("pending", 0),
                 "behind_since": row.get("behind_since"),
+                "offloaded": row.get("offloaded", 0),  # in iCloud, not downloaded
             })
         syncs = [s["last_sync"] for s in sources if s["last_sync"]]
         return {

@@ -7,7 +7,9 @@ between threads without copying.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import unicodedata
 from dataclasses import dataclass
 
 
@@ -131,3 +133,27 @@ class Hit:
             "archived": self.archived,
             "attachment": self.attachment,
         }
+
+
+def nfc(text: str) -> str:
+    """``text`` composed (NFC). macOS hands out decomposed text (NFD): Alfred's queries,
+    file names typed in Finder, some files' contents; the index and every query meet in
+    NFC, so "서울" or "café" typed either way is the same word."""
+    return text if unicodedata.is_normalized("NFC", text) else unicodedata.normalize("NFC", text)
+
+
+def nfc_note(note: Note) -> Note:
+    """``note`` with everything that is indexed in NFC (title, text, tags, aliases, its
+    attachments' text); its id, path and link stay as the source names them."""
+    return dataclasses.replace(
+        note, title=nfc(note.title), text=nfc(note.text),
+        tags=tuple(nfc(t) for t in note.tags), aliases=tuple(nfc(a) for a in note.aliases),
+        attachments=tuple(dataclasses.replace(a, name=nfc(a.name),
+                                              pages=tuple(nfc(p) for p in a.pages))
+                          for a in note.attachments))
+
+
+def id_forms(note_id: str) -> tuple[str, ...]:
+    """A note id as given, then composed and decomposed: an id that went through Alfred
+    (``similar:ID``) may come back in the other form than the file name's."""
+    return tuple(dict.fromkeys((note_id, nfc(note_id), unicodedata.normalize("NFD", note_id))))

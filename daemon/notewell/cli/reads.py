@@ -159,6 +159,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         line = f"  {s['name']} ({s['type']}): {s['notes']} notes, last sync {when}"
         if s.get("pending"):
             line += f", {s['pending']} changed notes not yet indexed"
+        if s.get("offloaded"):
+            n = s["offloaded"]
+            line += f", {n} note{'s' if n != 1 else ''} in iCloud, not downloaded"
         if s.get("behind_since"):
             line += f", behind for {(time.time() - s['behind_since']) / 60:.0f} min"
         if s.get("last_error"):

@@ -311,23 +311,28 @@ class Index:
         return unused
 
     def record_sync(self, source: str, kind: str, error: str | None = None,
-                    pending: int = 0) -> None:
+                    pending: int = 0, offloaded: int | None = None) -> None:
+        """``offloaded``: notes a cloud drive keeps online only, None when the scan could
+        not tell (the last count stays)."""
         now = time.time()
         # behind_since: since when the index has not reflected the source (changes left
         # to apply, or failing syncs); cleared by a complete, error-free sync.
         behind = now if error is not None or pending else None
+        state = None if offloaded is None else json.dumps({"offloaded": offloaded})
         with self.db:
             self.db.execute(
-                """INSERT INTO sources(name, kind, last_sync, last_error, pending, behind_since)
-                   VALUES (?, ?, ?, ?, ?, ?)
+                """INSERT INTO sources(name, kind, last_sync, last_error, pending, behind_since,
+                                       state)
+                   VALUES (?, ?, ?, ?, ?, ?, ?)
                    ON CONFLICT(name) DO UPDATE SET kind = excluded.kind,
                      last_sync = CASE WHEN excluded.last_error IS NULL
                                  THEN excluded.last_sync ELSE sources.last_sync END,
                      last_error = excluded.last_error, pending = excluded.pending,
                      behind_since = CASE WHEN excluded.behind_since IS NULL THEN NULL
                                     ELSE coalesce(sources.behind_since, excluded.behind_since)
-                                    END""",
-                (source, kind, now if error is None else None, error, pending, behind),
+                                    END,
+                     state = coalesce(excluded.state, sources.state)""",
+                (source, kind, now if error is None else None, error, pending, behind, state),
             )
 
     def mark_pending(self, source: str, kind: str, pending: int) -> None:
@@ -385,10 +390,23 @@ class Index:
             """SELECT s.name, s.kind, s.last_sync, s.last_error, s.pending,
                       (SELECT count(*) FROM notes n WHERE n.source = s.name),
                       (SELECT count(*) FROM chunks c JOIN notes n ON n.id = c.note
-                       WHERE n.source = s.name), s.behind_since
+                       WHERE n.source = s.name), s.behind_since, s.state
                FROM sources s ORDER BY s.name"""
         )
         keys = ("name", "kind", "last_sync", "last_error", "pending", "notes", "chunks",
                 "behind_since")
-        return [dict(zip(keys, r)) for r in rows]
+        out = []
+        for *values, state in rows:
+            row = dict(zip(keys, values))
+            row["offloaded"] = int(_state(state).get("offloaded") or 0)
+            out.append(row)
+        return out
 
+
+def _state(text: str | None) -> dict:
+    """A source's ``state`` column: JSON counts a sync leaves for ``status``."""
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

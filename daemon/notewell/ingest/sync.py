@@ -21,7 +21,8 @@ from notewell.ingest.chunking import ChunkSettings, note_chunks
 from notewell.ingest.progress import Progress
 from notewell.model.embedding import Embedder
 from notewell.notes import Chunk, Note
-from notewell.sources import Source, SourceError, SourceWarning
+from notewell.sources import Listing, Source, SourceError, SourceWarning
+from notewell.sources.base import FolderUnreadable
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,7 @@ class SyncReport:
     embedded: int = 0  # chunks sent to the model
     reused: int = 0  # chunks whose vector was already stored
     pending: int = 0  # changed notes left unapplied (the sync was stopped)
+    offloaded: int = 0  # notes a cloud drive keeps online only: kept as indexed, not read
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
@@ -59,7 +61,7 @@ class SyncReport:
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in (
             "source", "added", "updated", "unchanged", "deleted", "embedded", "reused",
-            "pending", "warnings", "error", "seconds")}
+            "pending", "offloaded", "warnings", "error", "seconds")}
 
 
 class Syncer:
@@ -76,16 +78,26 @@ class Syncer:
         report = SyncReport(source.name)
         start = self.clock.monotonic()
         try:
-            stubs = {s.note_id: s for s in source.scan()}
+            found = source.scan()
+            stubs = {s.note_id: s for s in found}
         except SourceError as e:
             report.error = str(e)
             self.index.record_sync(source.name, source.kind, error=report.error)
-            log.warning("source %s: %s", source.name, e)
+            log.warning("%s", e if isinstance(e, FolderUnreadable) else
+                        f"source {source.name}: {e}")
             return report
+        listing = found if isinstance(found, Listing) else Listing()
+        if listing.error is not None:
+            # Some folders could not be listed: their notes stay, the rest is synced.
+            report.error = str(listing.error)
+            log.warning("%s", listing.error)
         stored = self.index.stored_notes(source.name)
         for note_id in stored.keys() - stubs.keys():
+            if listing.keeps(note_id):  # not seen, not gone: unreadable or offloaded
+                continue
             self.index.delete_note(note_id)
             report.deleted += 1
+        report.offloaded = listing.offloaded_count(stored)
         todo = [s for s in stubs.values()
                 if s.note_id not in stored or stored[s.note_id].fingerprint != s.fingerprint]
         report.unchanged = len(stubs) - len(todo)
@@ -161,7 +173,8 @@ class Syncer:
             bar.close()
         self.index.prune_embeddings()
         report.pending = len(todo) - done + unwritten
-        self.index.record_sync(source.name, source.kind, pending=report.pending)
+        self.index.record_sync(source.name, source.kind, error=report.error,
+                               pending=report.pending, offloaded=report.offloaded)
         report.seconds = round(self.clock.monotonic() - start, 3)
         return report
 

@@ -187,7 +187,8 @@ def check_source(src_cfg, platform: str) -> Check:
     permissions: the fix names the program to allow) told from "not there" (the fix is in
     config.toml) by the errno of the refused call (``ops.privacy``)."""
     from notewell.ops import privacy
-    from notewell.sources.base import SourceDenied
+    from notewell.sources import Listing, open_source
+    from notewell.sources.base import FolderUnreadable, SourceDenied
 
     name = f"source {src_cfg.name}"
     fix_config = f"fix source {src_cfg.name!r} in config.toml"
@@ -199,10 +200,14 @@ def check_source(src_cfg, platform: str) -> Check:
             return Check(name, FAIL, detail, privacy.grant_hint(platform, src_cfg.path)
                          if what == "not allowed" else fix_config)
     try:
-        from notewell.sources import open_source
-
         source = open_source(src_cfg)
-        first = next(iter(source.scan()), None)
+        found = source.scan()
+        first = next(iter(found), None)
+        if isinstance(found, Listing) and found.error is not None:
+            raise found.error  # some folders cannot be listed: the rest is readable
+    except FolderUnreadable as e:
+        return Check(name, FAIL, str(e), privacy.grant_hint(platform, src_cfg.path or "")
+                     if e.denied else "reconnect the disk or share it is on")
     except (SourceDenied, PermissionError) as e:
         path = privacy.denied_path(e) or src_cfg.path or ""
         return Check(name, FAIL, f"not allowed: {e}", privacy.grant_hint(platform, path))

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from notewell.index import cjk
+from notewell.notes import nfc
 from notewell.wire.protocol import MAX_QUERY_CHARS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -106,8 +107,9 @@ def _words(text: str) -> tuple[str, ...]:
 
 
 def clean(raw: str) -> str:
-    """Control characters out, length capped: what reaches FTS5 and the model is text."""
-    raw = raw.encode("utf-8", "replace").decode("utf-8")
+    """Control characters out, length capped, composed (NFC, as the index is: Alfred
+    hands scripts decomposed text): what reaches FTS5 and the model is text."""
+    raw = nfc(raw.encode("utf-8", "replace").decode("utf-8"))
     raw = re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", " ", raw)
     return raw[:MAX_QUERY_CHARS]
 

@@ -30,7 +30,7 @@ from notewell.index.database import Index
 from notewell.index.lru import SharedLRU
 from notewell.index.reads import RowBudget
 from notewell.model.embedding import Embedder, embed_queries
-from notewell.notes import Hit
+from notewell.notes import Hit, id_forms
 from notewell.search import filters, fusion, terms
 from notewell.search.presentation import (
     Shown,
@@ -108,7 +108,8 @@ class Searcher:
         """Notes closest in meaning to ``note_id``, itself excluded: candidates are the
         notes of the passages nearest to its mean passage vector, ranked by how close
         their own mean vector is (note to note, so one stray passage does not decide)."""
-        row = self.reads.note_row(note_id)
+        row = next((r for r in map(self.reads.note_row, id_forms(note_id)) if r is not None),
+                   None)
         if row is None:
             return []
         own = self.signatures([row]).get(row)

@@ -3,7 +3,9 @@
 Owns ``base`` (the ``Source`` protocol and its errors), ``markdown`` (folders of Markdown
 files and the PDFs they link, and the Markdown reading the others share), ``obsidian``
 (vaults), ``bear`` (Bear's database, opened read-only, with the text Bear read from
-attachments) and ``pdf`` (PDF text, page by page, each file version read once).
+attachments), ``pdf`` (PDF text, page by page, each file version read once) and
+``folder`` (listing a folder tree, with what could not be listed and what a cloud drive
+keeps online only).
 ``open_source(config)`` returns the ``Source`` for one ``[[sources]]`` table. Every source
 answers the same questions: which notes exist and how they look cheaply (``scan``), what
 one note says (``load``), the link that opens a passage (``passage_url``), and the link
@@ -14,9 +16,9 @@ that asks the source's app to create a note (``new_note_url``). May import ``con
 from __future__ import annotations
 
 from notewell.config import SourceConfig
-from notewell.sources.base import Source, SourceError, SourceWarning
+from notewell.sources.base import Listing, Source, SourceError, SourceWarning
 
-__all__ = ["Source", "SourceError", "SourceWarning", "open_source"]
+__all__ = ["Listing", "Source", "SourceError", "SourceWarning", "open_source"]
 
 
 def open_source(cfg: SourceConfig) -> Source:

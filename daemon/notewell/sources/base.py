@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable
 from typing import Protocol
 
 from notewell.config import SourceConfig
@@ -51,8 +51,49 @@ def access_problem(path: str) -> OSError | None:
     return None
 
 
+class FolderUnreadable(SourceError):
+    """Folders of a source cannot be listed (macOS privacy controls, permissions, a disk or
+    share gone); the notes indexed from them are kept. ``denied``: refused permission."""
+
+    def __init__(self, message: str, denied: bool) -> None:
+        super().__init__(message)
+        self.denied = denied
+
+
 class SourceWarning(Exception):
     """One note cannot be read; it is skipped and reported, the rest are indexed."""
+
+
+class Listing(list[NoteStub]):
+    """What a scan of a folder saw: the notes it could read (the list itself), and what it
+    could not see but must not take for deleted. ``unreadable`` and ``offloaded`` hold
+    note ids, or note-id prefixes ending in "/" for folders: under ``unreadable`` (with
+    ``error`` saying which folders and what to do), folders that could not be listed; in
+    ``offloaded``, notes a cloud drive keeps online only. The sync keeps their rows."""
+
+    def __init__(self, stubs: Iterable[NoteStub] = (), unreadable: Iterable[str] = (),
+                 offloaded: Iterable[str] = (), error: FolderUnreadable | None = None
+                 ) -> None:
+        super().__init__(stubs)
+        self.unreadable = frozenset(unreadable)
+        self.offloaded = frozenset(offloaded)
+        self.error = error
+
+    def keeps(self, note_id: str) -> bool:
+        """Whether a note the scan did not list may still exist: keep its rows."""
+        return _under(note_id, self.unreadable) or _under(note_id, self.offloaded)
+
+    def offloaded_count(self, stored: Iterable[str]) -> int:
+        """Offloaded notes: each listed one, and each stored one under an offloaded folder."""
+        folders = {k for k in self.offloaded if k.endswith("/")}
+        return (len(self.offloaded) - len(folders)
+                + sum(1 for n in stored if folders and _under(n, folders)))
+
+
+def _under(note_id: str, keys: frozenset[str] | set[str]) -> bool:
+    if not keys:
+        return False
+    return note_id in keys or any(k.endswith("/") and note_id.startswith(k) for k in keys)
 
 
 class Source(Protocol):
@@ -64,8 +105,9 @@ class Source(Protocol):
     @property
     def kind(self) -> str: ...
 
-    def scan(self) -> Iterator[NoteStub]:
-        """Every note with a cheap fingerprint; raises ``SourceError`` if unreadable."""
+    def scan(self) -> Iterable[NoteStub]:
+        """Every note with a cheap fingerprint (a ``Listing`` says what it could not
+        see); raises ``SourceError`` if the source cannot be read at all."""
         ...
 
     def load(self, note_id: str) -> Note | None:

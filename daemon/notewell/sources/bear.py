@@ -41,7 +41,7 @@ from typing import TypeVar
 
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import SourceConfig
-from notewell.notes import Attachment, Note, NoteStub
+from notewell.notes import Attachment, Note, NoteStub, nfc, nfc_note
 from notewell.sources.base import SourceDenied, SourceError, access_problem, is_denied
 from notewell.sources.markdown import iter_fenced, render_links
 
@@ -211,10 +211,15 @@ def _tag_regex(tags: list[str]) -> re.Pattern[str] | None:
     return re.compile(rf"(?<![^\s(\[])#({alt})(?:#|(?=[\s.,;:!?)\]]|$))", re.I)
 
 
+# How notes are read, in every fingerprint: a notewell that reads notes differently reads
+# each once more (2: text in NFC); only the notes whose passages changed are embedded.
+_READ = 2
+
+
 def _fingerprint(modified: float | None, opt: int | None, archived: int | None,
                  tag_titles: list[str], files: list[tuple] | None = None) -> str:
     h = hashlib.sha1("\x00".join(sorted(tag_titles)).encode("utf-8", "surrogatepass"))
-    out = f"{modified!r}:{opt}:{int(bool(archived))}:{h.hexdigest()[:12]}"
+    out = f"{_READ}:{modified!r}:{opt}:{int(bool(archived))}:{h.hexdigest()[:12]}"
     if files:
         # Bear fills ZSEARCHTEXT after the note was saved (OCR runs later) without touching
         # the note's modification date; each file row's Z_OPT moves with every save of it.
@@ -473,25 +478,28 @@ class BearSource:
               created: float | None, opt: int | None, archived: int | None,
               tag_titles: list[str], file_keys: list[tuple] | None = None,
               attachments: tuple[Attachment, ...] = ()) -> Note:
-        title = (title or "").strip()
+        # In NFC before the tags are matched in the text (``nfc_note``); the fingerprint
+        # keeps the tags as the scan sees them.
+        title, text = nfc((title or "").strip()), nfc(text)
+        tags = [nfc(t) for t in tag_titles]
         if not title:
             first = text.strip().split("\n", 1)[0]
             title = first.lstrip("#").strip()[:120] or "Untitled"
-        return Note(
+        return nfc_note(Note(
             note_id=note_id,
             source=self.name,
             kind=self.kind,
             title=title,
-            text=bear_body(text, title, tag_titles),
+            text=bear_body(text, title, tags),
             url=bear_url(uuid),
             path=None,
-            tags=tuple(minimal_tags(tag_titles)),
+            tags=tuple(minimal_tags(tags)),
             created=core_data_to_unix(created),
             modified=core_data_to_unix(modified),
             archived=bool(archived),
             fingerprint=_fingerprint(modified, opt, archived, tag_titles, file_keys),
             attachments=attachments,
-        )
+        ))
 
     def new_note_url(self, title: str, tags: tuple[str, ...] = ()) -> str | None:
         """Bear's own ``create`` action, with the query's ``#tags``: Bear writes the note."""

@@ -17,15 +17,18 @@ import hashlib
 import os
 import re
 import stat
+import threading
+import unicodedata
 import urllib.parse
 from collections.abc import Iterable, Iterator
 
 from notewell.config import SourceConfig
-from notewell.notes import Attachment, Note, NoteStub
-from notewell.sources.base import SourceError, SourceWarning
+from notewell.notes import Attachment, Note, NoteStub, nfc, nfc_note
+from notewell.sources import folder
+from notewell.sources.base import Listing, SourceError, SourceWarning
+from notewell.sources.folder import glob_to_regex
 from notewell.sources.pdf import MAX_PDF_BYTES, PdfProblem, PdfTexts
 
-EXTENSIONS = (".md", ".markdown")
 MAX_NOTE_BYTES = 8 * 1024 * 1024
 PDF_MODES = ("linked", "all", "none")
 # ![[file.pdf]], [[file.pdf|label]], [[file.pdf#page=2]] and ![x](file.pdf), [x](<a b.pdf>)
@@ -54,9 +57,13 @@ class MarkdownSource:
                               "megabytes (config.toml)") from None
         self.pdfs = PdfTexts(int(max_mb * 1e6))
         # Which PDFs each note links (note rel -> PDF rels), as last read: the cheap scan
-        # then covers them in the note's fingerprint without reading the note.
+        # then covers them in the note's fingerprint without reading the note. Written by
+        # ``load`` (the sync's thread, handler threads reading a note), read by ``scan``
+        # (the sync's and the watcher's threads): every access holds ``_lock``.
         self._links: dict[str, tuple[str, ...]] = {}
-        self._pdf_names: dict[str, str] = {}  # lower-case file name -> rel, from the scan
+        # Lower-case file name -> rel, from the last scan: replaced whole, under ``_lock``.
+        self._pdf_names: dict[str, str] = {}
+        self._lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -67,72 +74,59 @@ class MarkdownSource:
 
     # -- scanning ---------------------------------------------------------------------------
 
-    def scan(self) -> Iterator[NoteStub]:
-        if not os.path.isdir(self.root):
+    def scan(self) -> Listing:
+        self._check_root()
+        found = folder.walk(self.root, self.skip_dirs, self._excluded, self.pdf_mode != "none")
+        if "" in found.unreadable:
+            raise folder.unreadable_error(self.name, self.root, {"": found.unreadable[""]})
+        names: dict[str, str] = {}
+        for rel in sorted(found.pdfs, key=lambda r: (r.count("/"), r)):  # nearest the top wins
+            names.setdefault(rel.rsplit("/", 1)[-1].lower(), rel)
+        with self._lock:
+            self._pdf_names = names
+            links = dict(self._links)
+        stubs = [NoteStub(self._note_id(rel), self._fingerprint(rel, st, links.get(rel)))
+                 for rel, st in found.notes]
+        offloaded = list(found.offloaded)
+        if self.pdf_mode == "all":
+            # The notes read by earlier syncs say which PDFs they link.
+            linked = {p for pdfs in links.values() for p in pdfs}
+            stubs += [NoteStub(self._note_id(rel), _pdf_fingerprint(rel, st))
+                      for rel, st in found.pdfs.items() if rel not in linked]
+            offloaded += [rel for rel in found.offloaded_pdfs if rel not in linked]
+        unreadable = [self._note_id(rel) + end for rel in found.unreadable for end in ("", "/")]
+        error = (folder.unreadable_error(self.name, self.root, found.unreadable)
+                 if found.unreadable else None)
+        return Listing(stubs, unreadable, [self._note_id(rel) for rel in offloaded], error)
+
+    def _check_root(self) -> None:
+        try:
+            st = os.stat(self.root)
+        except (FileNotFoundError, NotADirectoryError):
+            st = None
+        except OSError as e:  # there, but not for us (macOS privacy controls, permissions)
+            raise folder.unreadable_error(self.name, self.root, {"": e}) from None
+        if st is None or not stat.S_ISDIR(st.st_mode):
             raise SourceError(
                 f"{self.root} is not a folder: fix 'path' for source {self.name!r} in config.toml"
             )
-        pdfs: dict[str, os.stat_result] | None = {} if self.pdf_mode != "none" else None
-        notes = list(self._walk(pdfs))
-        if pdfs is not None:
-            self._pdf_names = {}
-            for rel in sorted(pdfs, key=lambda r: (r.count("/"), r)):  # nearest the top wins
-                self._pdf_names.setdefault(rel.rsplit("/", 1)[-1].lower(), rel)
-        for rel, st in notes:
-            yield NoteStub(self._note_id(rel), self._fingerprint(rel, st))
-        if self.pdf_mode == "all" and pdfs:
-            # After the notes, so the notes read in this sync say which PDFs they link.
-            linked = {p for links in self._links.values() for p in links}
-            for rel, st in pdfs.items():
-                if rel not in linked:
-                    yield NoteStub(self._note_id(rel), f"{st.st_mtime_ns}:{st.st_size}")
 
-    def _fingerprint(self, rel: str, st: os.stat_result) -> str:
+    def _fingerprint(self, rel: str, st: os.stat_result,
+                     links: tuple[str, ...] | None) -> str:
         base = f"{_READ}:{st.st_mtime_ns}:{st.st_size}"
-        links = self._links.get(rel)
         if not links:
             return base
-        seen = []
+        seen: list[tuple] = []
         for pdf in links:
             try:
                 pst = os.stat(os.path.join(self.root, pdf))
-                seen.append((pdf, pst.st_mtime_ns, pst.st_size))
+                # Downloaded from iCloud, a PDF is read: the note's fingerprint changes.
+                seen.append((pdf, pst.st_mtime_ns, pst.st_size)
+                            + (("dataless",) if folder.is_dataless(pst) else ()))
             except OSError:
                 seen.append((pdf, None, None))
         digest = hashlib.sha1(repr(seen).encode("utf-8", "surrogatepass")).hexdigest()[:12]
         return f"{base}|pdf:{digest}"
-
-    def _walk(self, pdfs: dict[str, os.stat_result] | None = None
-              ) -> Iterator[tuple[str, os.stat_result]]:
-        seen_dirs: set[tuple[int, int]] = set()
-        stack = [""]
-        while stack:
-            rel_dir = stack.pop()
-            full = os.path.join(self.root, rel_dir)
-            try:
-                st = os.stat(full)
-                # A symlink loop would otherwise walk forever.
-                if (st.st_dev, st.st_ino) in seen_dirs:
-                    continue
-                seen_dirs.add((st.st_dev, st.st_ino))
-                entries = sorted(os.scandir(full), key=lambda e: e.name)
-            except OSError:
-                continue
-            for entry in entries:
-                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-                try:
-                    is_dir = entry.is_dir()
-                    if is_dir:
-                        if entry.name in self.skip_dirs or self._excluded(rel + "/"):
-                            continue
-                        stack.append(rel)
-                    elif entry.name.lower().endswith(EXTENSIONS) and not self._excluded(rel):
-                        yield rel, entry.stat()
-                    elif (pdfs is not None and entry.name.lower().endswith(".pdf")
-                          and not self._excluded(rel) and entry.is_file()):
-                        pdfs[rel] = entry.stat()
-                except OSError:
-                    continue
 
     def _excluded(self, rel: str) -> bool:
         return any(rx.match(rel) for rx in self._exclude)
@@ -177,11 +171,11 @@ class MarkdownSource:
             return None
         except OSError as e:
             raise SourceWarning(f"{path}: {e.strerror}; skipped") from None
-        text = decode_note(raw, path)
+        text = nfc(decode_note(raw, path))  # before tags are read: "#fête" typed in NFD
         meta, body = split_frontmatter(text)
         title = self.title(meta, body, rel)
-        attachments, warnings = self._linked_pdfs(rel, body)
-        return Note(
+        links, attachments, warnings = self._linked_pdfs(rel, body)
+        return nfc_note(Note(
             note_id=note_id,
             source=self.name,
             kind=self.kind,
@@ -195,41 +189,48 @@ class MarkdownSource:
             aliases=(*meta_list(meta, "aliases", "alias"), rel.rsplit(".", 1)[0]),
             created=meta_created(meta),
             modified=st.st_mtime,
-            fingerprint=self._fingerprint(rel, st),
+            fingerprint=self._fingerprint(rel, st, links),
             attachments=attachments,
             warnings=warnings,
-        )
+        ))
 
     # -- PDFs ---------------------------------------------------------------------------------
 
-    def _linked_pdfs(self, rel: str, body: str
-                     ) -> tuple[tuple[Attachment, ...], tuple[str, ...]]:
-        """The PDFs the note links or embeds, read (each once per version), and one
-        warning per PDF that cannot be read; remembers the links for the scan."""
+    def _linked_pdfs(self, rel: str, body: str) -> tuple[
+            tuple[str, ...], tuple[Attachment, ...], tuple[str, ...]]:
+        """The PDFs the note links or embeds, read (each once per version; not one iCloud
+        keeps online only), and one warning per PDF not read; remembers the links for
+        the scan."""
         if self.pdf_mode == "none":
-            return (), ()
+            return (), (), ()
         found = []
         for m in _WIKI_PDF.finditer(body):
             found.append(self._resolve_pdf(rel, m.group(1), wiki=True))
         for m in _MD_PDF.finditer(body):
             found.append(self._resolve_pdf(rel, m.group(1) or m.group(2), wiki=False))
         links = tuple(dict.fromkeys(p for p in found if p))
-        if links:
-            self._links[rel] = links
-        else:
-            self._links.pop(rel, None)
+        with self._lock:
+            if links:
+                self._links[rel] = links
+            else:
+                self._links.pop(rel, None)
         attachments, warnings = [], []
         for pdf in links:
             path = os.path.join(self.root, pdf)
             try:
-                pages = self.pdfs.pages(path, os.stat(path))
+                st = os.stat(path)
+                if folder.is_dataless(st):  # reading would download it; read once it is here
+                    warnings.append(f"{path}: in iCloud, not downloaded; its text is "
+                                    "indexed once it is")
+                    continue
+                pages = self.pdfs.pages(path, st)
             except (PdfProblem, OSError) as e:
                 warnings.append(str(e) if isinstance(e, PdfProblem) else f"{path}: {e}")
                 continue
             if any(p.strip() for p in pages):
                 attachments.append(Attachment(pdf.rsplit("/", 1)[-1], pages,
                                               "file://" + urllib.parse.quote(path)))
-        return tuple(attachments), tuple(warnings)
+        return links, tuple(attachments), tuple(warnings)
 
     def _resolve_pdf(self, rel: str, target: str, wiki: bool) -> str | None:
         """A link's PDF as a path relative to the root, or None: not a file here, outside
@@ -247,7 +248,8 @@ class MarkdownSource:
             if os.path.isfile(os.path.join(self.root, norm)) and not self._pdf_excluded(norm):
                 return norm
         if wiki:  # Obsidian finds [[file.pdf]] anywhere in the vault by its name
-            named = self._pdf_names.get(target.rsplit("/", 1)[-1].lower())
+            with self._lock:
+                named = self._pdf_names.get(target.rsplit("/", 1)[-1].lower())
             if named and not self._pdf_excluded(named):
                 return named
         return None
@@ -262,7 +264,9 @@ class MarkdownSource:
         """A PDF no note links, as a note of its own (``pdfs = "all"``)."""
         if self.pdf_mode != "all" or self._pdf_excluded(rel):
             return None
-        if any(rel in links for links in self._links.values()):
+        with self._lock:
+            linked = any(rel in links for links in self._links.values())
+        if linked:
             return None  # a passage of the note that links it
         path = os.path.join(self.root, rel)
         try:
@@ -278,9 +282,10 @@ class MarkdownSource:
         name = rel.rsplit("/", 1)[-1]
         # A scan without a text layer is found by its name only.
         attachments = (Attachment(name, pages, url),) if any(p.strip() for p in pages) else ()
-        return Note(note_id=note_id, source=self.name, kind=self.kind, title=_stem(rel),
-                    text="", url=url, path=path, modified=st.st_mtime,
-                    fingerprint=f"{st.st_mtime_ns}:{st.st_size}", attachments=attachments)
+        return nfc_note(Note(note_id=note_id, source=self.name, kind=self.kind,
+                             title=_stem(rel), text="", url=url, path=path,
+                             modified=st.st_mtime, fingerprint=_pdf_fingerprint(rel, st),
+                             attachments=attachments))
 
     def title(self, meta: dict, body: str, rel: str) -> str:
         """Frontmatter ``title``, else the note's leading H1, else the file name."""
@@ -316,9 +321,16 @@ class MarkdownSource:
 
 # How notes are read; part of every fingerprint, so that a notewell which reads a note into
 # more than before reads every file again once (2: its path as an alias, linked PDFs,
-# frontmatter dates). Only notes whose passages changed are embedded again: for those
-# changes, none but the notes that link PDFs.
-_READ = 2
+# frontmatter dates; 3: text in NFC). Only notes whose passages changed are embedded again:
+# for those changes, none but the notes that link PDFs, and the notes not in NFC.
+_READ = 3
+
+
+def _pdf_fingerprint(rel: str, st: os.stat_result) -> str:
+    # A name not in NFC (typed in Finder) is read once more, to index its title in NFC;
+    # no other PDF is read again.
+    nfd = "" if unicodedata.is_normalized("NFC", rel) else ":nfc"
+    return f"{st.st_mtime_ns}:{st.st_size}{nfd}"
 
 
 def _stem(rel: str) -> str:
@@ -329,34 +341,6 @@ def _stem(rel: str) -> str:
 def _parents(rel: str) -> list[str]:
     parts = rel.split("/")[:-1]
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
-
-
-def glob_to_regex(glob: str) -> re.Pattern[str]:
-    """Gitignore-like globs on '/'-separated relative paths: ``*`` stays within a folder,
-    ``**`` crosses folders, a trailing ``/`` or ``/**`` means everything below."""
-    g = glob.strip().lstrip("/")
-    if g.endswith("/"):
-        g += "**"
-    out, i = [], 0
-    while i < len(g):
-        if g.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif g.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif g[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif g[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(g[i]))
-            i += 1
-    # A pattern without '/' matches at any depth, as in .gitignore.
-    prefix = "" if "/" in glob.strip().rstrip("/") else "(?:.*/)?"
-    return re.compile(prefix + "".join(out) + "$")
 
 
 def decode_note(raw: bytes, path: str) -> str:

@@ -16,11 +16,10 @@ import os
 import re
 import sys
 import urllib.parse
-from collections.abc import Iterator
 
 from notewell.config import SourceConfig
-from notewell.notes import Note, NoteStub
-from notewell.sources.base import SourceError
+from notewell.notes import Note
+from notewell.sources.base import Listing, SourceError
 from notewell.sources.markdown import MarkdownSource, _stem, meta_title
 
 log = logging.getLogger(__name__)
@@ -88,7 +87,6 @@ class ObsidianSource(MarkdownSource):
             stamp = None
         if stamp == self._filters_stamp:
             return
-        self._filters_stamp = stamp
         prefixes: list[str] = []
         patterns: list[re.Pattern[str]] = []
         if stamp is not None:
@@ -110,7 +108,10 @@ class ObsidianSource(MarkdownSource):
                         log.warning("%s: ignoring bad filter %r", self.app_json(), flt)
                 else:
                     prefixes.append(flt.lstrip("/"))
+        # Swapped whole, then stamped: a scan on another thread (the watcher's) sees the
+        # old filters or the new ones, and never the new stamp with the old filters.
         self._filters = (prefixes, patterns)
+        self._filters_stamp = stamp
 
     def _excluded(self, rel: str) -> bool:
         if super()._excluded(rel):
@@ -120,14 +121,15 @@ class ObsidianSource(MarkdownSource):
 
     # -- the Source protocol -------------------------------------------------------------
 
-    def scan(self) -> Iterator[NoteStub]:
-        if os.path.isdir(self.root) and not os.path.isdir(os.path.join(self.root, ".obsidian")):
+    def scan(self) -> Listing:
+        self._check_root()  # a vault macOS does not let us read is no "missing .obsidian"
+        if not os.path.isdir(os.path.join(self.root, ".obsidian")):
             raise SourceError(
                 f"{self.root} is not an Obsidian vault (it has no .obsidian folder): use "
                 f'type = "markdown" for source {self.name!r} in config.toml, or open it in '
                 "Obsidian once")
         self._refresh_filters()
-        yield from super().scan()
+        return super().scan()
 
     def load(self, note_id: str) -> Note | None:
         if self._filters_stamp is None:

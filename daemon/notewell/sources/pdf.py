@@ -85,7 +85,8 @@ class PdfTexts:
             if found is not None:
                 self._pages.move_to_end(key)
         if found is None:
-            self.reads += 1
+            with self._lock:  # counted from several threads (sync, handlers)
+                self.reads += 1
             try:
                 found = read_pages(path, self.max_bytes)
             except PdfProblem as e:

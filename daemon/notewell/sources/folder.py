@@ -1,0 +1,158 @@
+"""Listing a folder tree of notes: the note files and PDFs below a root, excluded folders
+pruned (never listed), and what could not be seen, which must not pass for deleted:
+
+- a folder that cannot be listed (macOS privacy controls refusing ``~/Documents``,
+  ``~/Desktop`` or iCloud Drive to a binary without the grant, a share that refuses
+  access, a volume gone from under its mount point): ``Walk.unreadable``. The sync keeps
+  the notes indexed under it and the source reports it, naming the folder and the fix;
+- a file a cloud drive keeps online only ("dataless": ``SF_DATALESS`` in ``st_flags`` on
+  macOS; on older macOS a ``.Name.md.icloud`` placeholder in its place): reading it would
+  download it, so it is never opened, only stat'ed; ``Walk.offloaded`` (a dataless folder:
+  everything under it). The sync keeps its indexed rows and counts it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from notewell.sources.base import FolderUnreadable
+
+NOTE_EXTENSIONS = (".md", ".markdown")
+SF_DATALESS = 0x40000000  # <sys/stat.h>: the file's data is not on this Mac
+_PLACEHOLDER = ".icloud"  # ".Name.md.icloud" stands for "Name.md" while it is in iCloud
+
+
+def is_dataless(st: os.stat_result) -> bool:
+    """Whether a cloud drive keeps the file (or folder) online only. ``st_flags`` exists
+    on macOS and the BSDs only; elsewhere nothing is dataless."""
+    return bool(getattr(st, "st_flags", 0) & SF_DATALESS)
+
+
+@dataclass
+class Walk:
+    notes: list[tuple[str, os.stat_result]] = field(default_factory=list)  # (rel, stat)
+    pdfs: dict[str, os.stat_result] = field(default_factory=dict)  # only when asked for
+    unreadable: dict[str, OSError] = field(default_factory=dict)  # rel ("" root) -> error
+    # Offloaded notes (rel) and folders (rel + "/"), and offloaded PDFs, not read.
+    offloaded: list[str] = field(default_factory=list)
+    offloaded_pdfs: list[str] = field(default_factory=list)
+
+
+def walk(root: str, skip_dirs: frozenset[str], excluded: Callable[[str], bool],
+         pdfs: bool) -> Walk:
+    """Every note file (and PDF, when ``pdfs``) below ``root`` that is not excluded, with
+    what could not be listed and what is offloaded. ``excluded`` takes a relative path,
+    with a trailing "/" for a folder."""
+    out = Walk()
+    seen_dirs: set[tuple[int, int]] = set()
+    stack = [""]
+    while stack:
+        rel_dir = stack.pop()
+        full = os.path.join(root, rel_dir)
+        try:
+            st = os.stat(full)
+            # A symlink loop would otherwise walk forever.
+            if (st.st_dev, st.st_ino) in seen_dirs:
+                continue
+            seen_dirs.add((st.st_dev, st.st_ino))
+            entries = sorted(os.scandir(full), key=lambda e: e.name)
+        except (FileNotFoundError, NotADirectoryError):
+            if not rel_dir:
+                out.unreadable[""] = FileNotFoundError(errno.ENOENT, "No such file or directory")
+            continue  # removed since its parent was listed: its notes are gone
+        except OSError as e:
+            out.unreadable[rel_dir] = e
+            continue
+        names = {e.name for e in entries}
+        for entry in entries:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            try:
+                if entry.is_dir():
+                    if entry.name in skip_dirs or excluded(rel + "/"):
+                        continue
+                    if is_dataless(entry.stat()):
+                        out.offloaded.append(rel + "/")  # listing it would fetch it
+                    else:
+                        stack.append(rel)
+                    continue
+                name = entry.name.lower()
+                is_note = name.endswith(NOTE_EXTENSIONS)
+                if is_note or (pdfs and name.endswith(".pdf") and entry.is_file()):
+                    if excluded(rel):
+                        continue
+                    st = entry.stat()
+                    if is_dataless(st):
+                        (out.offloaded if is_note else out.offloaded_pdfs).append(rel)
+                    elif is_note:
+                        out.notes.append((rel, st))
+                    else:
+                        out.pdfs[rel] = st
+                elif entry.name.startswith(".") and name.endswith(_PLACEHOLDER):
+                    real = entry.name[1:-len(_PLACEHOLDER)]
+                    real_rel = f"{rel_dir}/{real}" if rel_dir else real
+                    if real in names or excluded(real_rel):
+                        continue  # downloaded meanwhile: the file itself is listed
+                    if real.lower().endswith(NOTE_EXTENSIONS):
+                        out.offloaded.append(real_rel)
+                    elif pdfs and real.lower().endswith(".pdf"):
+                        out.offloaded_pdfs.append(real_rel)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                # Neither listed nor known to be gone: kept like a folder that cannot be read.
+                out.unreadable[rel] = e
+    return out
+
+
+def glob_to_regex(glob: str) -> re.Pattern[str]:
+    """Gitignore-like globs on '/'-separated relative paths: ``*`` stays within a folder,
+    ``**`` crosses folders, a trailing ``/`` or ``/**`` means everything below."""
+    g = glob.strip().lstrip("/")
+    if g.endswith("/"):
+        g += "**"
+    out, i = [], 0
+    while i < len(g):
+        if g.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif g.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif g[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif g[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(g[i]))
+            i += 1
+    # A pattern without '/' matches at any depth, as in .gitignore.
+    prefix = "" if "/" in glob.strip().rstrip("/") else "(?:.*/)?"
+    return re.compile(prefix + "".join(out) + "$")
+
+
+def unreadable_error(source: str, root: str, unreadable: dict[str, OSError],
+                     platform: str = sys.platform) -> FolderUnreadable:
+    """What to tell the user about folders that cannot be listed: which, why, that their
+    notes stay indexed as they were, and what to do."""
+    shown = [f"{os.path.join(root, rel) if rel else root} "
+             f"({e.strerror or type(e).__name__})" for rel, e in sorted(unreadable.items())]
+    more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
+    what = (f"source {source!r}: cannot list {', '.join(shown[:3])}{more}; the notes indexed from "
+            f"{'it' if len(shown) == 1 else 'them'} are kept as they were. ")
+    denied = any(isinstance(e, PermissionError) or e.errno in (errno.EPERM, errno.EACCES)
+                 for e in unreadable.values())
+    if denied and platform == "darwin":
+        fix = ("Allow notewell to read it: System Settings > Privacy & Security > Files and "
+               "Folders (or Full Disk Access); `notewell doctor` names the binary to allow")
+    elif denied:
+        fix = "Make it readable by the user notewell runs as"
+    else:
+        fix = "Check that its disk or network share is connected; the next sync tries again"
+    return FolderUnreadable(what + fix, denied)
