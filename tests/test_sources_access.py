@@ -213,7 +213,7 @@ def test_notewell_index_and_status_say_it(folder, monkeypatch, home, capsys):
     assert str(folder / "work") in out.out + out.err
     assert main(["status"], embedder=FakeEmbedder) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if "notes (markdown)" in x)
-    assert "4 notes" in line and "ERROR: source 'notes': cannot list" in line
+    assert "4 notes" in line and "ERROR: not allowed to read source 'notes': cannot list" in line
     assert main(["status", "--json"], embedder=FakeEmbedder) == 0
     row = json.loads(capsys.readouterr().out)["sources"][0]
     assert row["notes"] == 4 and str(folder / "work") in row["last_error"]

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from notewell.sources.base import FolderUnreadable
+from notewell.sources.base import DENIED, FolderUnreadable, is_denied
 
 NOTE_EXTENSIONS = (".md", ".markdown")
 SF_DATALESS = 0x40000000  # <sys/stat.h>: the file's data is not on this Mac
@@ -144,10 +144,11 @@ def unreadable_error(source: str, root: str, unreadable: dict[str, OSError],
     shown = [f"{os.path.join(root, rel) if rel else root} "
              f"({e.strerror or type(e).__name__})" for rel, e in sorted(unreadable.items())]
     more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
-    what = (f"source {source!r}: cannot list {', '.join(shown[:3])}{more}; the notes indexed from "
+    denied = any(is_denied(e) for e in unreadable.values())
+    # Denied starts as every refusal does, so `doctor` shows it among the daemon's refusals.
+    what = (f"{DENIED + ' ' if denied else ''}source {source!r}: cannot list "
+            f"{', '.join(shown[:3])}{more}; the notes indexed from "
             f"{'it' if len(shown) == 1 else 'them'} are kept as they were. ")
-    denied = any(isinstance(e, PermissionError) or e.errno in (errno.EPERM, errno.EACCES)
-                 for e in unreadable.values())
     if denied and platform == "darwin":
         fix = ("Allow notewell to read it: System Settings > Privacy & Security > Files and "
                "Folders (or Full Disk Access); `notewell doctor` names the binary to allow")
