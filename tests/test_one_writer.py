@@ -270,3 +270,15 @@ def test_the_command_shows_the_daemons_progress(daemon, quiet):
     # The daemon built it: it serves the new generation as the command returns.
     assert daemon.ask("status")["result"]["index_path"] == store.current_path(
         paths.index_dir())
+
+
+def test_setup_takes_turns_with_another_writer(home, notes_config, user_home):
+    with writer.hold(paths.index_dir(), "notewell index --rebuild"):
+        setup = subprocess.Popen(
+            notewell_command("setup", "--yes", "--no-agent", "--no-workflow"),
+            env=subprocess_env(home, HOME=str(user_home)), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        line = first_line(setup)
+        assert f"waiting for notewell index --rebuild (pid {os.getpid()})" in line, line
+    code, out, err = finish(setup)
+    assert code == 0 and "notes: 4 added" in out, out + err
