@@ -16,7 +16,6 @@ from notewell.cli.common import (
     print_report,
     update_index,
 )
-from notewell.wire import paths
 
 
 @command
