@@ -80,13 +80,16 @@ def vectors_by_id(ids, found_and_matrix) -> dict:
     return dict(zip((i for i, f in zip(ids, found) if f), matrix))
 
 
-def notewell_command(*args: str, fake: bool = True, delay: float = 0.0) -> list[str]:
+def notewell_command(*args: str, fake: bool = True, delay: float = 0.0,
+                     record: Path | None = None) -> list[str]:
     """The command line that runs ``notewell ARGS`` in a subprocess: with the fake
-    embedder (``notewell.model.fake``, ``delay`` seconds per text) unless ``fake`` is
-    false."""
+    embedder (``notewell.model.fake``, ``delay`` seconds per text, the hash of every
+    text embedded appended to ``record``) unless ``fake`` is false."""
     if not fake:
         return [sys.executable, "-m", "notewell", *args]
-    return [sys.executable, "-m", "notewell.model.fake", "--delay", str(delay), *args]
+    recording = ["--record", str(record)] if record else []
+    return [sys.executable, "-m", "notewell.model.fake", "--delay", str(delay), *recording,
+            *args]
 
 
 def subprocess_env(home: Path, **extra: str) -> dict[str, str]:
@@ -110,13 +113,14 @@ class DaemonProcess:
         return self.proc.returncode
 
 
-def start_daemon(home: Path, *, fake: bool = True, poll: float = 0.5,
-                 timeout: float = 60) -> DaemonProcess:
+def start_daemon(home: Path, *, fake: bool = True, poll: float = 0.5, timeout: float = 60,
+                 delay: float = 0.0, record: Path | None = None) -> DaemonProcess:
     log = home / "daemon-test.log"
     env = subprocess_env(home)
     env["PYTHONPATH"] = str(REPO / "daemon")
     with open(log, "ab") as f:
-        proc = subprocess.Popen(notewell_command("serve", "--poll", str(poll), fake=fake),
+        proc = subprocess.Popen(notewell_command("serve", "--poll", str(poll), fake=fake,
+                                                 delay=delay, record=record),
                                 env=env, stdout=f, stderr=f, stdin=subprocess.DEVNULL)
     d = DaemonProcess(home, proc, log)
     deadline = time.monotonic() + timeout

@@ -20,7 +20,7 @@ from notewell.index import store
 from notewell.index.database import Index
 from notewell.index.schema import SCHEMA_VERSION, BuildSettings
 from notewell.ingest.chunking import ChunkSettings, heading_paths, section
-from notewell.ingest.sync import Syncer, SyncReport
+from notewell.ingest.sync import ProgressBars, Syncer, SyncReport
 from notewell.model.custom import open_folder
 from notewell.model.embedding import Embedder
 from notewell.model.runtime import custom_embedder, default_embedder
@@ -266,25 +266,31 @@ class Engine:
 
     # -- writes -----------------------------------------------------------------------------
 
-    def sync(self, progress: bool = False, should_stop: Callable[[], bool] = lambda: False,
-             only: str | Collection[str] | None = None, close_old: bool = True
-             ) -> list[SyncReport]:
+    def sync(self, progress: bool | ProgressBars = False,
+             should_stop: Callable[[], bool] = lambda: False,
+             only: str | Collection[str] | None = None, close_old: bool = True,
+             rebuild_all: bool = False) -> list[SyncReport]:
         """Bring the index up to date with every source (or those named in ``only``).
         An index cut by another chunker (an upgrade changed it) is rebuilt beside from
         every source instead, embedding only the passages whose text changed, and this
-        engine switches to it (``reopen``'s ``close_old``)."""
+        engine switches to it (``reopen``'s ``close_old``); so is any index with
+        ``rebuild_all`` (``notewell index --rebuild`` sent to the daemon), unless a
+        configured source cannot be read. The caller holds ``index.writer``'s lock."""
         if isinstance(only, str):
             only = {only}
-        if self.index.other_chunker is not None:
-            log.info("the index was cut by chunker %r; re-chunking it as %r beside the live "
-                     "one (only changed passages are embedded)", self.index.other_chunker,
-                     self.chunker.fingerprint())
+        if rebuild_all or self.index.other_chunker is not None:
+            if not rebuild_all:
+                log.info("the index was cut by chunker %r; re-chunking it as %r beside the "
+                         "live one (only changed passages are embedded)",
+                         self.index.other_chunker, self.chunker.fingerprint())
             with self._sync_lock:
                 # A source that cannot be read now keeps its notes in the live index, which
                 # answers until a later try reads every source.
+                keep = ({s.name for s in self.sources} if rebuild_all
+                        else self.index.reads.sources())
                 final, reports = rebuild(self.sources, self.embedder, self.chunker,
                                          self.index_dir, progress, should_stop,
-                                         keep_if_failed=self.index.reads.sources())
+                                         keep_if_failed=keep)
             if final is not None:
                 self.reopen(final, close_old=close_old)
             return reports
@@ -337,7 +343,7 @@ def chunker_for(embedder: Embedder) -> ChunkSettings:
 
 
 def rebuild(sources: list[Source], embedder: Embedder, chunker: ChunkSettings,
-            index_dir: str, progress: bool = False,
+            index_dir: str, progress: bool | ProgressBars = False,
             should_stop: Callable[[], bool] = lambda: False,
             keep_if_failed: Collection[str] = ()) -> tuple[str | None, list[SyncReport]]:
     """Build a fresh index beside the live one, then publish it atomically, so searches
@@ -346,7 +352,8 @@ def rebuild(sources: list[Source], embedder: Embedder, chunker: ChunkSettings,
     switch of model the old model's vectors are kept (``store.keep_vectors``) and a
     model switched back to takes its kept vectors in: neither re-embeds what it had.
     Stopped by ``should_stop``, or when a source named in ``keep_if_failed`` could not be
-    read, the build is not published (path None), and the next one takes its vectors in."""
+    read, the build is not published (path None), and the next one takes its vectors in.
+    The caller holds ``index.writer``'s lock: two builds would share the build path."""
     paths.ensure_private_dir(index_dir)
     settings = BuildSettings(embedder.fingerprint(), embedder.dim, chunker.fingerprint())
     building = store.building_path(index_dir)

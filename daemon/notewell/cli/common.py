@@ -1,5 +1,6 @@
 """What every command shares: the command registry, configuration and embedder, a
-one-shot engine, requests to the running daemon, and printing hits and sync reports."""
+one-shot engine, requests to the running daemon, writing the index (by the daemon, or
+here under the index's writer lock), and printing hits and sync reports."""
 
 from __future__ import annotations
 
@@ -63,6 +64,86 @@ def daemon_request(op: str, **args) -> dict | None:
             return None
         raise SystemExit(f"notewell: daemon: {err.get('message', err)}")
     return reply["result"]
+
+
+def update_index(args: argparse.Namespace, *, rebuild: bool, quiet: bool,
+                 who: str) -> list[dict]:
+    """Sync every source (or ``rebuild`` the index beside the live one); the reports. A
+    running daemon does it, even while it is still loading: its sync thread is the
+    index's one writer, and its progress comes back here. Without one (or one that
+    could not open the index) it is done here, holding the index's writer lock, which
+    the daemon also takes before it writes; ``who`` is what another writer waiting for
+    it is told."""
+    from notewell.wire import client, paths, protocol
+
+    show = ShowProgress()
+    try:
+        reply = client.ask(protocol.request("index", rebuild=rebuild, progress=not quiet),
+                           on_progress=show)
+    except (FileNotFoundError, ConnectionRefusedError):
+        reply = None
+    finally:
+        show.close()
+    if reply is not None and reply.get("ok"):
+        return reply["result"]["reports"]
+    if reply is not None:
+        err = reply.get("error", {})
+        if err.get("code") != "unavailable":
+            raise SystemExit(f"notewell: daemon: {err.get('message', err)}")
+        print(f"notewell: the daemon has no index open ({err.get('message')}); doing it "
+              "here: restart the daemon afterwards (`notewell agent restart`)",
+              file=sys.stderr)
+    from notewell.index import writer
+
+    with writer.hold(paths.index_dir(), who, on_wait=say_waiting):
+        if rebuild:
+            from notewell.engine import chunker_for
+            from notewell.engine import rebuild as build
+            from notewell.sources import open_source
+
+            config = load_config()
+            embedder = args.embedder()
+            # A source that cannot be read would leave the new index without its notes.
+            _, reports = build([open_source(s) for s in config.sources], embedder,
+                               chunker_for(embedder), paths.index_dir(), progress=not quiet,
+                               keep_if_failed={s.name for s in config.sources})
+        else:
+            engine = one_shot_engine(args)  # opened under the lock: the newest generation
+            try:
+                reports = engine.sync(progress=not quiet)
+            finally:
+                engine.close()
+    return [r.to_dict() for r in reports]
+
+
+def say_waiting(holder: str) -> None:
+    print(f"notewell: waiting for {holder} to finish writing the index…", file=sys.stderr,
+          flush=True)
+
+
+class ShowProgress:
+    """The daemon's progress events, drawn on stderr as a sync here draws them."""
+
+    def __init__(self) -> None:
+        self.bar = None
+
+    def __call__(self, event: dict) -> None:
+        if "waiting" in event:
+            say_waiting(str(event["waiting"]))
+            return
+        from notewell.ingest.progress import Progress
+
+        label, done, total = str(event["label"]), int(event["done"]), int(event["total"])
+        bar = self.bar
+        if bar is None or (bar.label, bar.total) != (label, total) or done < bar.done:
+            self.close()  # another source, or the next round
+            bar = self.bar = Progress(label, total)
+        bar.advance(done - bar.done)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
 def print_hits(hits: list[dict], notices: list[str], as_json: bool) -> None:

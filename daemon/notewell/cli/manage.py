@@ -11,12 +11,11 @@ import time
 
 from notewell.cli.common import (
     command,
-    daemon_request,
     load_config,
     one_shot_engine,
     print_report,
+    update_index,
 )
-from notewell.wire import paths
 
 
 @command
@@ -28,49 +27,27 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 @command
 def cmd_index(args: argparse.Namespace) -> int:
-    from notewell.engine import rebuild
-
     config = load_config()
     if not config.sources:
         print(f"notewell: no sources in {config.path}; add a [[sources]] table "
               "(see README) or run `notewell setup`", file=sys.stderr)
         return 1
     start = time.monotonic()
-    if args.rebuild:
-        from notewell.engine import chunker_for
-        from notewell.sources import open_source
-
-        embedder = args.embedder()
-        # A source that cannot be read would leave the new index without its notes.
-        final, reports = rebuild([open_source(s) for s in config.sources], embedder,
-                                 chunker_for(embedder), paths.index_dir(),
-                                 progress=not args.quiet,
-                                 keep_if_failed={s.name for s in config.sources})
-        if final is None:
-            print("notewell: not rebuilt, the live index is unchanged: a source could not "
-                  "be read (below); fix it, or remove it from config.toml, and run again",
-                  file=sys.stderr)
-    else:
-        engine = one_shot_engine(args)
-        reports = engine.sync(progress=not args.quiet)
-        engine.close()
+    reports = update_index(args, rebuild=args.rebuild, quiet=args.quiet,
+                           who="notewell index --rebuild" if args.rebuild else "notewell index")
+    if args.rebuild and any(r.get("error") for r in reports):
+        print("notewell: not rebuilt, the live index is unchanged: a source could not "
+              "be read (below); fix it, or remove it from config.toml, and run again",
+              file=sys.stderr)
     for r in reports:
-        print_report(r.to_dict())
+        print_report(r)
     print(f"done in {time.monotonic() - start:.1f}s")
-    return 1 if any(r.error for r in reports) else 0
-
-
+    return 1 if any(r.get("error") for r in reports) else 0
 
 
 @command
 def cmd_sync(args: argparse.Namespace) -> int:
-    result = daemon_request("sync", wait=True)
-    if result is None:
-        engine = one_shot_engine(args)
-        reports = [r.to_dict() for r in engine.sync()]
-        engine.close()
-    else:
-        reports = result["reports"]
+    reports = update_index(args, rebuild=False, quiet=args.json, who="notewell sync")
     if args.json:
         print(json.dumps(reports, indent=2))
     else:

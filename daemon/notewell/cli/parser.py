@@ -47,14 +47,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("index", help="build or update the index (with a progress bar)",
                        description="Bring the index up to date with every configured source. "
-                       "Only changed notes are read and only new passages are embedded.")
+                       "Only changed notes are read and only new passages are embedded. When "
+                       "the daemon runs, it does the work and its progress is shown here; "
+                       "otherwise it is done here, after any other writer has finished.")
     s.add_argument("--rebuild", action="store_true",
                    help="build a fresh index beside the live one and swap it in (needed "
                    "after a model or chunker change)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
 
     s = sub.add_parser("sync", help="sync now (through the daemon when it runs)",
-                       description="Apply changes in the sources to the index now.")
+                       description="Apply changes in the sources to the index now (the "
+                       "daemon does it when it runs, even while it is starting).")
     s.add_argument("--json", action="store_true", help="print the sync reports as JSON")
 
     s = sub.add_parser("serve", help="run the daemon in the foreground (what launchd runs)",

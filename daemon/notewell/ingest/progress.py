@@ -1,11 +1,13 @@
 """Progress lines for long work (index builds) on stderr, with rate and time left.
 
 On a terminal the line redraws in place; elsewhere (logs, CI) a line is printed at most
-every few seconds so logs stay readable."""
+every few seconds so logs stay readable. ``Relay`` hands the same progress to someone
+else to show: the daemon sends it to the command that asked for the work."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import TextIO
 
 from notewell.clock import SYSTEM_CLOCK, Clock
@@ -53,6 +55,26 @@ class Progress:
         if self.tty and self.total:
             self.stream.write("\n")
             self.stream.flush()
+
+
+class Relay:
+    """Progress as events ``{"label", "done", "total"}`` for ``emit``: at each whole percent
+    and at the end, so a long sync sends about a hundred, whatever its size."""
+
+    def __init__(self, label: str, total: int, emit: Callable[[dict], None]) -> None:
+        self.label, self.total, self.emit = label, total, emit
+        self.done = 0
+        self._percent = -1
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        percent = self.done * 100 // self.total if self.total else 100
+        if percent > self._percent:
+            self._percent = percent
+            self.emit({"label": self.label, "done": self.done, "total": self.total})
+
+    def close(self) -> None:
+        pass
 
 
 def _clock(seconds: float) -> str:

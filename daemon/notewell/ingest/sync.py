@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.index.database import Index
 from notewell.ingest.chunking import ChunkSettings, note_chunks
-from notewell.ingest.progress import Progress
+from notewell.ingest.progress import Progress, Relay
 from notewell.model.embedding import Embedder
 from notewell.notes import Chunk, Note
 from notewell.sources import Listing, Source, SourceError, SourceWarning
@@ -37,6 +37,9 @@ _UNREADABLE = object()
 # failure is logged once, so each bad file costs one warning, not one per sync.
 _UNREADABLE_SEEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 RETRY_UNREADABLE = 600.0
+# Where a sync's progress goes, by label and total: a bar on stderr (``True``), or the
+# caller's own, such as the daemon relaying it to the command that asked.
+ProgressBars = Callable[[str, int], Progress | Relay]
 
 
 @dataclass
@@ -74,7 +77,7 @@ class Syncer:
         self.should_stop = should_stop
         self.clock = clock  # when an unreadable note is read again; the report's seconds
 
-    def sync(self, source: Source, progress: bool = False) -> SyncReport:
+    def sync(self, source: Source, progress: bool | ProgressBars = False) -> SyncReport:
         report = SyncReport(source.name)
         start = self.clock.monotonic()
         try:
@@ -104,8 +107,11 @@ class Syncer:
         if todo:
             # `status` and the launcher's "behind" hint see this while the sync runs.
             self.index.mark_pending(source.name, source.kind, len(todo))
-        bar = (Progress(f"indexing {source.name}", len(todo), clock=self.clock)
-               if progress and todo else None)
+        bar = None
+        if progress and todo:  # a bar on stderr, or the caller's (``progress.Relay``)
+            label = f"indexing {source.name}"
+            bar = (progress(label, len(todo)) if callable(progress)
+                   else Progress(label, len(todo), clock=self.clock))
         batch: list[Note] = []
         done = 0
         unwritten = 0  # notes loaded but left for the next sync (stopped mid-embedding)

@@ -8,10 +8,12 @@ taken (``Engine(config, embedder=FakeEmbedder())``, ``doctor.run(embedder=...)``
 
 The one test-only entry point, for a daemon or command in a subprocess::
 
-    python -m notewell.model.fake [--delay SECONDS] serve --poll 0.5
+    python -m notewell.model.fake [--delay SECONDS] [--record FILE] serve --poll 0.5
 
 runs ``notewell`` with this embedder wired in; ``--delay`` makes each text cost that many
-seconds, as a model would, for tests that stop or kill a process mid-sync.
+seconds, as a model would, for tests that stop or kill a process mid-sync; ``--record``
+appends the sha256 of every text embedded to FILE, one a line (several processes may
+share it: each line is one ``write`` to a file opened for appending).
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ class FakeEmbedder:
 
     id = "fake-hash"
 
-    def __init__(self, dim: int = 64, delay: float = 0.0) -> None:
+    def __init__(self, dim: int = 64, delay: float = 0.0, record: str | None = None) -> None:
         self.dim = dim
         self.delay = delay  # seconds per text, to stand in for a model's cost
+        self.record = record
         self.calls: list[int] = []
 
     def fingerprint(self) -> str:
@@ -41,6 +44,11 @@ class FakeEmbedder:
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         self.calls.append(len(texts))
+        if self.record:
+            with open(self.record, "a", encoding="utf-8") as f:
+                for text in texts:
+                    f.write(hashlib.sha256(text.encode()).hexdigest() + "\n")
+                    f.flush()
         if self.delay:
             time.sleep(self.delay * len(texts))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -55,12 +63,14 @@ class FakeEmbedder:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    delay = 0.0
+    delay, record = 0.0, None
     if args[:1] == ["--delay"] and len(args) > 1:
         delay, args = float(args[1]), args[2:]
+    if args[:1] == ["--record"] and len(args) > 1:
+        record, args = args[1], args[2:]
     from notewell import cli
 
-    return cli.main(args, embedder=lambda: FakeEmbedder(delay=delay))
+    return cli.main(args, embedder=lambda: FakeEmbedder(delay=delay, record=record))
 
 
 if __name__ == "__main__":

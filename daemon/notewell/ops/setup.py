@@ -162,12 +162,19 @@ def _step(name: str, fn: Callable[[], str], say: Say) -> int:
 
 def _build_index(cfg: config.Config, embedder: Callable[[], Embedder] | None) -> str:
     from notewell.engine import Engine
+    from notewell.index import writer
 
-    engine = Engine(cfg, embedder=embedder() if embedder else None)
-    try:
-        reports = engine.sync(progress=True)
-    finally:
-        engine.close()
+    def waiting(holder: str) -> None:
+        print(f"waiting for {holder} to finish writing the index…", file=sys.stderr,
+              flush=True)
+
+    # Setup run again with the daemon up (or another command indexing): take turns.
+    with writer.hold(paths.index_dir(), "notewell setup", on_wait=waiting):
+        engine = Engine(cfg, embedder=embedder() if embedder else None)
+        try:
+            reports = engine.sync(progress=True)
+        finally:
+            engine.close()
     lines = [f"{r.source}: {r.added} added, {r.updated} updated, {r.deleted} deleted"
              + (f", ERROR {r.error}" if r.error else "") for r in reports]
     errors = [r for r in reports if r.error]

@@ -22,9 +22,10 @@ from collections.abc import Callable, Iterable
 
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.engine import Engine
-from notewell.index import store
+from notewell.index import store, writer
 from notewell.index.database import Index
 from notewell.index.schema import IndexMismatch, IndexProblem
+from notewell.ingest.progress import Relay
 from notewell.ingest.sync import SyncReport
 from notewell.ingest.watch import ChangeWatcher
 from notewell.memory import release_memory
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 BEHIND_AFTER = 60.0  # seconds of unapplied changes (or failing syncs) before results say so
 RETIRED_FOR = 30.0  # seconds a replaced index stays open for queries that started on it
 MAX_RETRY_DELAY = 60.0  # the longest a failing source waits for its next try
+WRITER = "the notewell daemon"  # what a command waiting for the index's writer lock is told
 
 
 class SyncError(Exception):
@@ -70,10 +72,14 @@ class Background:
         self._thread: threading.Thread | None = None
         self._retired: list[tuple[float, Index]] = []  # replaced indexes, closed later
         # Rounds of sync: `sync --wait` waits for one that starts after it asked, so the
-        # index has one writer and the request holds no worker meanwhile.
+        # index has one writer and the request holds no worker meanwhile. Under the same
+        # condition: whether the next round rebuilds, and who gets its progress events.
         self._rounds = threading.Condition()
         self._round_started = 0
         self._round_done = 0
+        self._rebuild_asked = False
+        self._listeners: list[Callable[[dict], None]] = []
+        self._writer_wait: str | None = None  # who holds the writer lock we wait for
 
     # -- the thread -----------------------------------------------------------------------
 
@@ -178,23 +184,46 @@ class Background:
             self.watcher.force()
         self.sync_now.set()
 
-    def wait_for_sync(self) -> list[dict]:
-        """Ask for a sync of every source and wait until one that started after this call
-        has finished; returns its reports. Raises ``SyncError`` if it failed."""
+    def wait_for_sync(self, rebuild: bool = False,
+                      on_progress: Callable[[dict], None] | None = None) -> list[dict]:
+        """Ask for a sync of every source (with ``rebuild``, a fresh index built beside the
+        live one) and wait until one that started after this call has finished; returns
+        its reports. Asked while the engine loads, it is the first round. ``on_progress``
+        gets, on this thread, the progress events of the rounds run meanwhile
+        (``{"label", "done", "total"}``, or ``{"waiting": who}`` while another process
+        holds the index's writer lock). Raises ``SyncError`` if it failed."""
+        events: list[dict] = []
+        listen = events.append
         with self._rounds:
             target = self._round_started + 1
+            self._rebuild_asked = self._rebuild_asked or rebuild
+            if on_progress is not None:
+                self._listeners.append(listen)
+                if self._writer_wait is not None:  # a round already waiting: say so
+                    events.append({"waiting": self._writer_wait})
         before = self.last_reports
         self.request_sync()
-        with self._rounds:
-            while self._round_done < target:
-                if self.stop_event.is_set():
-                    raise SyncError("stopping", "notewell is stopping; the sync will "
-                                    "resume when it starts again")
-                thread = self._thread
-                if thread is None or not thread.is_alive():
-                    raise SyncError("unavailable", "the sync thread has stopped; see the "
-                                    "log, then restart the daemon")
-                self._rounds.wait(0.25)
+        try:
+            done = False
+            while not done:
+                with self._rounds:
+                    while self._round_done < target and not events:
+                        if self.stop_event.is_set():
+                            raise SyncError("stopping", "notewell is stopping; the sync "
+                                            "will resume when it starts again")
+                        thread = self._thread
+                        if thread is None or not thread.is_alive():
+                            raise SyncError("unavailable", "the sync thread has stopped; "
+                                            "see the log, then restart the daemon")
+                        self._rounds.wait(0.25)
+                    batch, events[:] = events[:], []
+                    done = self._round_done >= target
+                for event in batch:  # not under the condition: the sync thread never waits
+                    on_progress(event)  # type: ignore[misc]  # events come only with it
+        finally:
+            with self._rounds:
+                if on_progress is not None:
+                    self._listeners.remove(listen)
         if self.last_reports is before:
             errors = "; ".join(f"{k}: {v}" for k, v in self.errors.items())
             raise SyncError("sync_failed", errors or "the sync failed; see the log")
@@ -205,20 +234,26 @@ class Background:
         them (as of now)."""
         engine = self.engine
         assert engine is not None
-        reports_before = self._begin_round()
-        only = set(due) if due is not None else None
+        reports_before, rebuild = self._begin_round()
+        only = set(due) if due is not None and not rebuild else None
         names = only if only is not None else {s.name for s in engine.sources}
         now = self.clock.time()
         for name in names:
             first = (due or {}).get(name, now)
             self.behind[name] = min(self.behind.get(name, first), first)
         try:
-            self._switch_generation()
-            old = engine.index
-            reports = engine.sync(should_stop=self.stop_event.is_set, only=only,
-                                  close_old=False)
-            if engine.index is not old:  # re-chunked after an upgrade: a new generation
-                self._retired.append((self.clock.monotonic(), old))
+            # The index's one writer: a command writing without the daemon (it started
+            # meanwhile) finishes first, and its rebuild is switched to before writing.
+            with writer.hold(engine.index_dir, WRITER, on_wait=self._waiting,
+                             should_stop=self.stop_event.is_set):
+                self._waiting(None)
+                self._switch_generation()
+                old = engine.index
+                reports = engine.sync(progress=self._progress_bar,
+                                      should_stop=self.stop_event.is_set, only=only,
+                                      close_old=False, rebuild_all=rebuild)
+                if engine.index is not old:  # rebuilt or re-chunked: a new generation
+                    self._retired.append((self.clock.monotonic(), old))
             self.last_reports = [r.to_dict() for r in reports]
             self.note_reports(reports)
             for r in reports:
@@ -226,6 +261,8 @@ class Background:
                     log.info("sync %s: +%d ~%d -%d, %d chunks embedded%s", r.source, r.added,
                              r.updated, r.deleted, r.embedded,
                              f", error: {r.error}" if r.error else "")
+        except writer.Stopped:
+            pass  # stopping while another process wrote: nothing done, nothing lost
         except Exception as e:
             for name in names:
                 self.errors[name] = f"{type(e).__name__}: {e}"
@@ -260,10 +297,31 @@ class Background:
                         self.poll_seconds * 2 ** min(self._failures[name] - 1, 4))
             self.watcher.mark_later([name], delay)
 
-    def _begin_round(self) -> list[dict]:
+    def _begin_round(self) -> tuple[list[dict], bool]:
+        """The reports before this round, and whether it rebuilds."""
         with self._rounds:
             self._round_started += 1
-        return self.last_reports
+            rebuild, self._rebuild_asked = self._rebuild_asked, False
+        return self.last_reports, rebuild
+
+    def _emit(self, event: dict) -> None:
+        """Hand a progress event to whoever waits for a round (``wait_for_sync``)."""
+        with self._rounds:
+            for listen in self._listeners:
+                listen(event)
+            if self._listeners:
+                self._rounds.notify_all()
+
+    def _progress_bar(self, label: str, total: int) -> Relay:
+        return Relay(label, total, self._emit)
+
+    def _waiting(self, holder: str | None) -> None:
+        """Another process holds the index's writer lock (None: no longer)."""
+        with self._rounds:
+            self._writer_wait = holder
+        if holder is not None:
+            log.info("waiting for %s to finish writing the index", holder)
+            self._emit({"waiting": holder})
 
     def _end_round(self, reports_before: list[dict], complete: bool) -> None:
         # ``_sync_once`` replaces ``last_reports`` only when the sync ran to its end.

@@ -1,8 +1,8 @@
 """What the daemon answers: one handler per op, and the dispatch of a request to it.
 
 Owns the ops (``ping``, ``status``, ``search``, ``similar``, ``sync``, ``stop``,
-``latest_query``, ``note``, ``tags``, ``recent``), their errors (a bad argument, as
-``wire.requests`` checks it for every path, a bad date, an unknown note, a
+``latest_query``, ``note``, ``tags``, ``recent``, ``index``), their errors (a bad
+argument, as ``wire.requests`` checks it for every path, a bad date, an unknown note, a
 ``RequestError`` become an error reply with its code),
 the protocol version check, the worker pool that runs the ops touching the index
 (the rest answer on the connection's thread), the prepared answers of the search handler
@@ -20,6 +20,7 @@ May import ``engine`` and what is below it, ``launcher.alfred`` (it renders Alfr
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -29,6 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 from notewell import __version__, installed_version
+from notewell import config as config_file
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import Config
 from notewell.engine import Engine, HeadingNotFound, NoteNotFound
@@ -45,7 +47,10 @@ log = logging.getLogger(__name__)
 WORKERS = 4
 # Ops that touch no index: answered on the connection's thread, so a ping answers while
 # every worker is busy and `sync --wait` never holds a worker while it waits.
-INLINE_OPS = frozenset({"ping", "stop", "sync", "latest_query"})
+INLINE_OPS = frozenset({"ping", "stop", "sync", "latest_query", "index"})
+# Ops that may send progress frames ({"progress": event}) before their reply.
+STREAMING_OPS = frozenset({"index"})
+Send = Callable[[dict], None]
 
 
 class RequestError(Exception):
@@ -95,12 +100,14 @@ class Handlers:
             "note": self.op_note,
             "tags": self.op_tags,
             "recent": self.op_recent,
+            "index": self.op_index,
         }
 
-    def answer(self, req: object) -> dict | None:
-        """The reply to one decoded request; None when the daemon is stopping."""
+    def answer(self, req: object, send: Send | None = None) -> dict | None:
+        """The reply to one decoded request; None when the daemon is stopping. ``send``
+        sends a frame before the reply (progress, for ``STREAMING_OPS``)."""
         if isinstance(req, dict) and req.get("op") in INLINE_OPS:
-            return self.handle(req)
+            return self.handle(req, send)
         try:
             return self._pool.submit(self.handle, req).result()
         except (RuntimeError, CancelledError):  # the pool is shut down: we are stopping
@@ -111,7 +118,7 @@ class Handlers:
         self._pool.shutdown(wait=False, cancel_futures=True)
         return list(getattr(self._pool, "_threads", ()))
 
-    def handle(self, req: object) -> dict:
+    def handle(self, req: object, send: Send | None = None) -> dict:
         if not isinstance(req, dict) or not isinstance(req.get("op"), str):
             return error_reply("bad_request", "a request is a map with a string 'op'")
         asker = req.get("notewell")
@@ -128,6 +135,8 @@ class Handlers:
             return error_reply("unknown_op", f"unknown op {req['op'][:40]!r}; "
                                f"known: {', '.join(sorted(self.ops))}")
         try:
+            if req["op"] in STREAMING_OPS:
+                return {"ok": True, "result": handler(req, send)}  # type: ignore[call-arg]
             return {"ok": True, "result": handler(req)}
         except RequestError as e:
             return error_reply(e.code, str(e))
@@ -281,6 +290,45 @@ class Handlers:
         self.background.request_sync()
         return {"scheduled": True}
 
+    def op_index(self, req: dict, send: Send | None = None) -> dict:
+        """``notewell index [--rebuild]`` and ``notewell sync``: the sync thread, the
+        index's one writer, does the work, even if the engine is still loading; with
+        ``progress``, its progress events come first as ``{"progress": event}`` frames."""
+        rebuild = _arg(req, "rebuild", bool, False)
+        progress = _arg(req, "progress", bool, False)
+        bg = self.background
+        if bg.state == "error":  # nothing here writes: the command does, under the lock
+            raise RequestError("unavailable", bg.problem or "the engine failed to start")
+        try:
+            on_disk = config_file.load()
+        except config_file.ConfigError as e:
+            raise RequestError("bad_config", str(e)) from None
+        if dataclasses.asdict(on_disk) != dataclasses.asdict(self.config):
+            raise RequestError("config_changed", f"{on_disk.path} changed since the daemon "
+                               "started; restart it so it reads it (`notewell agent "
+                               "restart`, or stop and start `notewell serve`), then run "
+                               "this again")
+        try:
+            return {"reports": bg.wait_for_sync(
+                rebuild=rebuild, on_progress=_relay(send) if progress and send else None)}
+        except SyncError as e:
+            raise RequestError(e.code, str(e)) from None
+
     def op_stop(self, req: dict) -> dict:
         threading.Timer(0.05, self.request_stop).start()
         return {"stopping": True}
+
+
+def _relay(send: Send) -> Callable[[dict], None]:
+    """Progress events to the client as frames, until it has gone (the work goes on)."""
+    gone = False
+
+    def emit(event: dict) -> None:
+        nonlocal gone
+        if not gone:
+            try:
+                send({"progress": event})
+            except OSError:
+                gone = True
+
+    return emit

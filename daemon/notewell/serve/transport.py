@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 
 import msgpack
 
@@ -35,8 +36,9 @@ MAX_CONNECTIONS = 64
 IDLE_TIMEOUT = 10.0  # seconds a connection may sit between requests
 FRAME_TIMEOUT = 2.0  # seconds from a request's first byte to its last, however it trickles
 
-# A decoded request -> its reply, or None to close the connection (the daemon is stopping).
-Answer = Callable[[object], dict | None]
+# A decoded request, and a function that sends a frame before the reply (progress) -> its
+# reply, or None to close the connection (the daemon is stopping).
+Answer = Callable[[object, Callable[[dict], None]], dict | None]
 
 
 class AlreadyRunning(Exception):
@@ -145,7 +147,7 @@ class Server:
                 except OSError:
                     return
                 req, bad = decode_request(body)
-                reply = bad if bad is not None else self.answer(req)
+                reply = bad if bad is not None else self.answer(req, partial(_progress, conn))
                 if reply is None:
                     return
                 try:
@@ -191,6 +193,12 @@ def _recv_until(conn: socket.socket, n: int, deadline: float, eof_ok: bool = Tru
 
 def _send(conn: socket.socket, reply: dict) -> None:
     conn.sendall(protocol.frame(msgpack.packb(reply, use_bin_type=True)))
+
+
+def _progress(conn: socket.socket, frame: dict) -> None:
+    """A frame before the reply; ``OSError`` if the client has gone or stopped reading."""
+    conn.settimeout(IDLE_TIMEOUT)
+    _send(conn, frame)
 
 
 def _refuse(conn: socket.socket, code: str, message: str) -> None:

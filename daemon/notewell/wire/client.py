@@ -19,9 +19,12 @@ RESTART_WAIT = 5.0  # how long a keystroke waits for a daemon restarting after a
 START_HINT = "Run `notewell serve` in a terminal, or `notewell agent install` to start it at login"
 
 
-def ask(request: dict, timeout: float = TIMEOUT, socket_path: str | None = None) -> dict:
+def ask(request: dict, timeout: float = TIMEOUT, socket_path: str | None = None,
+        on_progress=None) -> dict:
     """One request, one reply (to the daemon at ``socket_path``, by default this home's).
-    Raises ``OSError`` if the daemon is not there."""
+    Raises ``OSError`` if the daemon is not there. With ``on_progress`` (long work the
+    daemon does while we wait: ``index``), each progress frame's event goes to it and the
+    reply may take as long as the work: only connecting and sending have ``timeout``."""
     import _socket
 
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
@@ -29,13 +32,17 @@ def ask(request: dict, timeout: float = TIMEOUT, socket_path: str | None = None)
         sock.settimeout(timeout)
         _connect(sock, socket_path or paths.socket_path(), timeout)
         sock.sendall(protocol.frame(protocol.packb(request)))
-        body = protocol.read_frame(sock, protocol.MAX_REPLY_BYTES)
+        if on_progress is not None:
+            sock.settimeout(None)  # the daemon closing the connection ends the wait
+        while True:
+            reply = protocol.unpackb(protocol.read_frame(sock, protocol.MAX_REPLY_BYTES))
+            if not isinstance(reply, dict):
+                raise protocol.ProtocolError("reply is not a map")
+            if on_progress is None or "ok" in reply or "progress" not in reply:
+                return reply
+            on_progress(reply["progress"])
     finally:
         sock.close()
-    reply = protocol.unpackb(body)
-    if not isinstance(reply, dict):
-        raise protocol.ProtocolError("reply is not a map")
-    return reply
 
 
 def _connect(sock, path: str, timeout: float) -> None:

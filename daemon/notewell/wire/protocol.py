@@ -2,7 +2,8 @@
 
 A frame is a 4-byte big-endian length followed by that many bytes of msgpack. A request is
 a map ``{"op": str, "v": PROTOCOL_VERSION, **args}``; a reply is ``{"ok": True, "result": ...}``
-or ``{"ok": False, "error": {"code": str, "message": str}}``.
+or ``{"ok": False, "error": {"code": str, "message": str}}``. Long work asked with
+``progress`` (the ``index`` op) sends ``{"progress": event}`` frames before its reply.
 
 The per-keystroke client must start in a few milliseconds, and importing the ``msgpack``
 package costs more than the whole interpreter start (measured: about 6 ms against 7.5 ms),
