@@ -55,7 +55,7 @@ QUEUE_TERMINATE_PREVIOUS = 2
 QUEUE_DELAY_IMMEDIATE = 0
 ARGUMENT_OPTIONAL = 1
 
-# (object name, connection modifier, action passed to notewell-action, label)
+# (object name, connection modifier, action passed to `notewell alfred action`, label)
 ACTIONS = [
     ("open", 0, "open", "Open in its app"),
     ("reveal", CMD, "reveal", "Reveal in Finder (or open, for Bear)"),
