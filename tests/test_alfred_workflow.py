@@ -47,7 +47,7 @@ def read_zip(path: Path) -> dict[str, zipfile.ZipInfo]:
 def test_the_workflow_is_a_zip_with_plist_icons_and_scripts_at_its_root(built: Path):
     entries = read_zip(built)
     for name in ("info.plist", "icon.png", "icons/bear.png", "icons/obsidian.png",
-                 "icons/markdown.png", "notewell-query.zsh"):
+                 "icons/markdown.png", "notewell-query.zsh", "notewell-run.zsh"):
         assert name in entries, name
     with zipfile.ZipFile(built) as zf:
         plist = plistlib.loads(zf.read("info.plist"))
@@ -57,7 +57,8 @@ def test_the_workflow_is_a_zip_with_plist_icons_and_scripts_at_its_root(built: P
                 assert data[:8] == b"\x89PNG\r\n\x1a\n"
                 assert int.from_bytes(data[16:20], "big") == 256  # width from IHDR
         # Its own copy of the zsh client, of this notewell's version.
-        assert zf.read("notewell-query.zsh") == (SCRIPTS / "notewell-query.zsh").read_bytes()
+        for name in ("notewell-query.zsh", "notewell-run.zsh"):
+            assert zf.read(name) == (SCRIPTS / name).read_bytes()
     assert plist["bundleid"] == "com.notewell.alfred"
 
 

@@ -237,6 +237,7 @@ def workflow_copy(tmp_path: Path) -> Path:
     wf = tmp_path / "wf"
     wf.mkdir()
     shutil.copy(ZSH_CLIENT, wf / "notewell-query.zsh")
+    shutil.copy(SCRIPTS / "notewell-run.zsh", wf / "notewell-run.zsh")
     return wf / "notewell-query.zsh"
 
 

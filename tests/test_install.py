@@ -271,7 +271,7 @@ def test_the_sdist_and_the_wheel_carry_what_a_launcher_runs(dists):
     import tarfile
 
     wheel, sdist = dists
-    scripts = ("notewell-query.zsh", "notewell-query")
+    scripts = ("notewell-query.zsh", "notewell-run.zsh", "notewell-query")
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
         metadata = zf.read(f"notewell-{__version__}.dist-info/METADATA").decode()

@@ -119,7 +119,8 @@ def test_the_workflows_own_older_client_still_restarts_the_daemon(old_daemon, ho
     pid = d.ask("ping")["result"]["pid"]
     wf = tmp_path / "wf"
     wf.mkdir()
-    shutil.copy(package / "launcher" / "scripts" / "notewell-query.zsh", wf)  # version A
+    for name in ("notewell-query.zsh", "notewell-run.zsh"):  # version A's
+        shutil.copy(package / "launcher" / "scripts" / name, wf)
     bump_version(package, NEW)
     # Whatever the home records (the daemon records itself again when it restarts) runs
     # the upgraded package: PYTHONPATH stands for the installation's own site-packages.

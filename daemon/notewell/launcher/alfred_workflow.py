@@ -69,6 +69,7 @@ ACTIONS = [
 # ``python -IS``), so an install that drops exec bits changes nothing.
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 ZSH_CLIENT = "notewell-query.zsh"
+ZSH_RUN = "notewell-run.zsh"  # what the zsh client sources when it needs the installation
 ACTION_FLAG = "--alfred-action"  # the zsh client runs `notewell alfred action ...`
 
 
@@ -76,8 +77,8 @@ def script_path(name: str) -> str:
     return os.path.join(SCRIPTS, name)
 
 
-def zsh_client() -> bytes:
-    with open(script_path(ZSH_CLIENT), "rb") as f:
+def script_bytes(name: str) -> bytes:
+    with open(script_path(name), "rb") as f:
         return f.read()
 
 
@@ -259,7 +260,8 @@ def plist_bytes(home: str | None = None) -> bytes:
 
 def files(home: str | None = None) -> dict[str, tuple[bytes, int]]:
     """Every file of the workflow by its path in the zip, with its Unix mode."""
-    out = {"info.plist": (plist_bytes(home), 0o644), ZSH_CLIENT: (zsh_client(), 0o755)}
+    out = {"info.plist": (plist_bytes(home), 0o644), ZSH_CLIENT: (script_bytes(ZSH_CLIENT), 0o755),
+           ZSH_RUN: (script_bytes(ZSH_RUN), 0o644)}
     for rel, data in icons.alfred_files().items():
         out[rel] = (data, 0o644)
     return out

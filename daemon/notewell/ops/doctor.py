@@ -54,7 +54,7 @@ def check_installation() -> Check:
 
     name = "installation"
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    scripts = (alfred_workflow.ZSH_CLIENT, alfred_workflow.PYTHON_CLIENT)
+    scripts = (alfred_workflow.ZSH_CLIENT, alfred_workflow.ZSH_RUN, alfred_workflow.PYTHON_CLIENT)
     missing = [n for n in scripts if not os.path.isfile(alfred_workflow.script_path(n))]
     if not os.path.isdir(demo.demo_notes_dir()):
         missing.append("ops/demo_corpus")
