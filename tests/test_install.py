@@ -416,7 +416,7 @@ def test_an_upgrade_in_place_restarts_the_daemon_on_the_next_keystroke_and_reemb
         for name in ("installation", "index", "daemon"):
             assert checks[name].startswith("ok"), checks
         # The workflow still carries A's client (it answered through Python): rebuild it.
-        assert checks["alfred workflow"].startswith("fail") and \
+        assert checks["alfred workflow"].startswith("FAIL") and \
             f"built by notewell {__version__}" in checks["alfred workflow"], checks
     finally:
         daemon.stop()
