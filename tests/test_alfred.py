@@ -45,6 +45,72 @@ def test_note_without_file_has_no_quicklook_and_cmd_opens():
     assert item["icon"]["path"] == "icons/bear.png"
 
 
+def test_file_item_exactly():
+    """The whole item, so a field added or dropped shows here. ``action`` hands Universal
+    Actions, file actions and drag and drop the file itself; ``arg`` stays the URL."""
+    passage = "Delete a remote branch with git push origin --delete name."
+    mod_vars = {"note_id": "notes:git/undo.md", "query": "del rem"}
+    assert alfred.hit_item(hit(), "del rem") == {
+        "uid": "notes:git/undo.md",
+        "title": "Undo the last commit",
+        "subtitle": "Remote branches · Delete a remote branch with git push.",
+        "arg": "file:///n/git/undo.md",
+        "autocomplete": "Undo the last commit",
+        "text": {"copy": passage, "largetype": passage},
+        "icon": {"path": "icons/markdown.png"},
+        "variables": {"action": "open", **mod_vars},
+        "mods": {
+            "cmd": {"arg": "/n/git/undo.md", "subtitle": "Reveal in Finder",
+                    "variables": {"action": "reveal", **mod_vars}},
+            "alt": {"arg": passage, "subtitle": "Copy passage: Delete a remote branch with "
+                    "git push.", "variables": {"action": "copy", **mod_vars}},
+            "ctrl": {"arg": "[Undo the last commit](file:///n/git/undo.md)",
+                     "subtitle": "Copy Markdown link [Undo the last commit](file:///n/git/"
+                     "undo.md)", "variables": {"action": "copy", **mod_vars}},
+            "shift": {"arg": "/n/git/undo.md", "subtitle": "Quick Look the file",
+                      "variables": {"action": "quicklook", **mod_vars}},
+            "fn": {"arg": "similar:notes:git/undo.md",
+                   "subtitle": "Show notes similar to this one",
+                   "variables": {"action": "similar", **mod_vars}},
+        },
+        "quicklookurl": "/n/git/undo.md",
+        "type": "file:skipcheck",
+        "action": {"file": "/n/git/undo.md"},
+    }
+
+
+def test_bear_item_exactly():
+    url = "bear://x-callback-url/open-note?id=A"
+    item = alfred.hit_item(hit(kind="bear", path=None, url=url, note_id="bear:A",
+                               heading_path="", snippet=""), "q")
+    mod_vars = {"note_id": "bear:A", "query": "q"}
+    passage = "Delete a remote branch with git push origin --delete name."
+    assert item == {
+        "uid": "bear:A",
+        "title": "Undo the last commit",
+        "subtitle": "notes",
+        "arg": url,
+        "autocomplete": "Undo the last commit",
+        "text": {"copy": passage, "largetype": passage},
+        "icon": {"path": "icons/bear.png"},
+        "variables": {"action": "open", **mod_vars},
+        "mods": {
+            "cmd": {"arg": url, "subtitle": "Open in Bear",
+                    "variables": {"action": "open", **mod_vars}},
+            "alt": {"arg": passage, "subtitle": "Copy passage: ",
+                    "variables": {"action": "copy", **mod_vars}},
+            "ctrl": {"arg": f"[Undo the last commit]({url})",
+                     "subtitle": f"Copy Markdown link [Undo the last commit]({url})",
+                     "variables": {"action": "copy", **mod_vars}},
+            "shift": {"arg": passage, "subtitle": "Quick Look the passage",
+                      "variables": {"action": "preview", **mod_vars}},
+            "fn": {"arg": "similar:bear:A", "subtitle": "Show notes similar to this one",
+                   "variables": {"action": "similar", **mod_vars}},
+        },
+        "action": {"url": url},  # no file: Universal Actions get the note's URL
+    }
+
+
 def test_results_feedback_puts_notices_first_and_never_returns_an_empty_list():
     doc = json.loads(alfred.results_feedback([hit()], ["No notes are tagged #x."], "q"))
     assert doc["skipknowledge"] is True

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import plistlib
+import re
 import shlex
 import shutil
 import subprocess
@@ -15,8 +16,9 @@ import zlib
 from pathlib import Path
 
 import pytest
-from helpers import CLIENT, REPO, SCRIPTS, run_client, subprocess_env
+from helpers import REPO, SCRIPTS, run_client, start_daemon, subprocess_env, wait_synced
 from launcher_helpers import install_stand_ins
+from notewell import config
 from notewell.launcher import alfred, alfred_actions, alfred_workflow, icons
 from notewell.launcher.alfred_workflow import ALT, CMD, CTRL, FN, SHIFT
 from notewell.notes import Hit
@@ -45,7 +47,7 @@ def read_zip(path: Path) -> dict[str, zipfile.ZipInfo]:
 def test_the_workflow_is_a_zip_with_plist_icons_and_scripts_at_its_root(built: Path):
     entries = read_zip(built)
     for name in ("info.plist", "icon.png", "icons/bear.png", "icons/obsidian.png",
-                 "icons/markdown.png", "notewell-action"):
+                 "icons/markdown.png", "notewell-query.zsh", "notewell-run.zsh"):
         assert name in entries, name
     with zipfile.ZipFile(built) as zf:
         plist = plistlib.loads(zf.read("info.plist"))
@@ -54,7 +56,9 @@ def test_the_workflow_is_a_zip_with_plist_icons_and_scripts_at_its_root(built: P
                 data = zf.read(name)
                 assert data[:8] == b"\x89PNG\r\n\x1a\n"
                 assert int.from_bytes(data[16:20], "big") == 256  # width from IHDR
-    assert entries["notewell-action"].external_attr >> 16 & 0o111, "action must be executable"
+        # Its own copy of the zsh client, of this notewell's version.
+        for name in ("notewell-query.zsh", "notewell-run.zsh"):
+            assert zf.read(name) == (SCRIPTS / name).read_bytes()
     assert plist["bundleid"] == "com.notewell.alfred"
 
 
@@ -72,15 +76,32 @@ def test_script_filter_config(built: Path):
     assert cfg["queuedelaymode"] == 0 and cfg["queuedelayimmediatelyinitially"] is True
     assert cfg["alfredfiltersresults"] is False
     assert cfg["argumenttype"] == 1 and cfg["withspace"] is True
-    # Alfred's /bin/zsh sources the zsh client shipped in the package, absolute path, query
-    # as $1; its Python fallback is this installation's interpreter (a workflow variable).
+    # Alfred's /bin/zsh sources the workflow's own zsh client (Alfred runs scripts in the
+    # workflow's folder), query as $1; the only machine path is the home it passes on.
     assert cfg["type"] == 5
-    argv = shlex.split(cfg["script"])
-    assert argv == ["source", str((SCRIPTS / "notewell-query.zsh").resolve()), "$1"]
-    assert plist["variables"]["NOTEWELL_PYTHON"] == os.path.abspath(sys.executable)
-    assert plist["variables"]["NOTEWELL_PYTHONPATH"] == str(REPO / "daemon")
-    assert plist["variables"]["NOTEWELL_HOME"] == os.environ["NOTEWELL_HOME"]
+    assert shlex.split(cfg["script"]) == ["source", "./notewell-query.zsh", "$1"]
+    assert plist["variables"] == {"NOTEWELL_HOME": os.environ["NOTEWELL_HOME"]}
     assert set(plist["variablesdontexport"]) == set(plist["variables"])
+
+
+def plist_strings(value) -> list[str]:
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (k, *plist_strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in plist_strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
+def test_no_python_path_is_baked_into_the_workflow(built: Path):
+    """A Python upgrade moves the interpreter and lib/python3.X/site-packages: nothing in
+    info.plist may name them (nor this checkout, where the package lives)."""
+    with zipfile.ZipFile(built) as zf:
+        plist = plistlib.loads(zf.read("info.plist"))
+    strings = plist_strings(plist)
+    assert any("notewell-query.zsh" in s for s in strings)
+    for s in strings:
+        assert not re.search(r"python3\.\d+|site-packages|/bin/python", s), s
+        assert str(REPO) not in s and os.path.dirname(sys.executable) not in s, s
 
 
 def test_connections_reference_objects_and_carry_the_modifiers(built: Path):
@@ -104,8 +125,9 @@ def test_connections_reference_objects_and_carry_the_modifiers(built: Path):
                              (SHIFT, "quicklook")):
         target = by_uid[wires[modifier]["destinationuid"]]
         assert target["type"] == "alfred.workflow.action.script"
-        assert target["config"]["scriptargtype"] == 1
-        assert f"./notewell-action {action} \"$1\"" in target["config"]["script"]
+        assert target["config"]["scriptargtype"] == 1 and target["config"]["type"] == 5
+        assert shlex.split(target["config"]["script"]) == [
+            "source", "./notewell-query.zsh", "--alfred-action", action, "$1"]
     # fn: Call External Trigger -> External Trigger -> back into the Script Filter.
     call = by_uid[wires[FN]["destinationuid"]]
     assert call["type"] == "alfred.workflow.output.callexternaltrigger"
@@ -177,10 +199,9 @@ def same_picture(a: bytes, b: bytes) -> bool:
 
 def test_checked_in_workflow_sources_match_the_generator():
     wf = REPO / "workflow" / "alfred"
-    expected = alfred_workflow.plist_bytes(alfred_workflow.PLACEHOLDER)
+    expected = alfred_workflow.plist_bytes()
     assert (wf / "info.plist").read_bytes() == expected, \
         "run: python -m notewell.launcher.alfred_workflow ."
-    assert (wf / "notewell-action").read_text() == alfred_workflow.action_bootstrap()
     for rel, data in icons.alfred_files().items():
         assert same_picture((wf / rel).read_bytes(), data), \
             "run: python -m notewell.launcher.icons ."
@@ -217,14 +238,6 @@ def alfred_env(plist: dict, **extra: str) -> dict[str, str]:
     return env
 
 
-def test_without_the_zsh_client_the_script_filter_runs_the_python_client_with_bash():
-    inst = alfred_workflow.Installation(python="/opt/nw/bin/python", client="notewell-query",
-                                        pythonpath="/opt/nw/lib")
-    language, script = alfred_workflow.script_filter_command(inst)
-    assert language == 0
-    assert shlex.split(script) == ["exec", "/opt/nw/bin/python", "-IS", "notewell-query", "$1"]
-
-
 @pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
 def test_the_script_filter_command_runs_the_client_as_alfred_would(built: Path, daemon,
                                                                    tmp_path: Path):
@@ -242,22 +255,105 @@ def test_the_script_filter_command_runs_the_client_as_alfred_would(built: Path, 
     assert alfred_actions.latest_query() == "postgres vac"
 
 
-def test_action_script_runs_under_python_IS_with_the_bundled_bootstrap(built: Path,
-                                                                       tmp_path: Path,
-                                                                       monkeypatch, home):
-    stand = install_stand_ins(tmp_path, monkeypatch)
-    wf = tmp_path / "wf"
-    plist = unpack(built, wf)
+def installation(where: Path, home: Path) -> Path:
+    """A notewell installed at ``where`` (a wrapper running this checkout's package with
+    this interpreter), recorded in ``home`` as `notewell serve` records itself; it logs
+    each run to ``where/runs``."""
+    where.mkdir(parents=True)
+    program = where / "notewell"
+    program.write_text(f'#!/bin/sh\necho "$@" >> {shlex.quote(str(where / "runs"))}\n'
+                       f'PYTHONPATH={shlex.quote(str(REPO / "daemon"))} '
+                       f'exec {shlex.quote(sys.executable)} -m notewell "$@"\n')
+    program.chmod(0o755)
+    (home / "notewell-command").write_text(json.dumps([str(program)]))
+    return where
+
+
+def runs(inst: Path) -> list[str]:
+    log = inst / "runs"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def script_of(plist: dict, modifier: int) -> str:
     by_uid = {o["uid"]: o for o in plist["objects"]}
     (sf,) = objects_by_type(plist)[SCRIPT_FILTER]
-    wire = next(w for w in plist["connections"][sf["uid"]] if w["modifiers"] == 0)
-    script = by_uid[wire["destinationuid"]]["config"]["script"]
+    wire = next(w for w in plist["connections"][sf["uid"]] if w["modifiers"] == modifier)
+    return by_uid[wire["destinationuid"]]["config"]["script"]
+
+
+@pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
+def test_action_script_runs_the_recorded_installation(built: Path, tmp_path: Path,
+                                                      monkeypatch, home):
+    stand = install_stand_ins(tmp_path, monkeypatch)
+    inst = installation(tmp_path / "venv" / "bin", home)
+    wf = tmp_path / "wf"
+    plist = unpack(built, wf)
     env = alfred_env(plist, action="open", query="pg", note_id="notes:db/pg.md",
-                     PATH=stand.env()["PATH"], STANDIN_LOG=str(stand.log))
-    out = subprocess.run(["/bin/bash", "-c", script, "bash", "file:///n/db/pg.md"], cwd=wf,
-                         env=env, capture_output=True, text=True, timeout=20)
+                     HOME=str(tmp_path), PATH=stand.env()["PATH"], STANDIN_LOG=str(stand.log))
+    out = subprocess.run(["zsh", "-c", script_of(plist, 0), "zsh", "file:///n/db/pg.md"],
+                         cwd=wf, env=env, capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     assert stand.args("open") == [["file:///n/db/pg.md"]]
+    assert runs(inst) == ["alfred action open file:///n/db/pg.md"]
+
+
+@pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
+def test_after_a_python_upgrade_the_workflow_still_runs(tmp_path: Path, notes_config,
+                                                        monkeypatch, home):
+    """Built while notewell ran on one Python; then notewell is reinstalled on another
+    (`pipx reinstall --python 3.13`, `brew upgrade python`): the old installation is gone
+    and the home records the new one. The Script Filter still answers from zsh against
+    the daemon, and from the new installation when the daemon is down."""
+    old = installation(tmp_path / "py312" / "bin", home)
+    subprocess.run([str(old / "notewell"), "alfred", "build"], env=subprocess_env(home),
+                   capture_output=True, timeout=60, check=True)
+    wf = tmp_path / "wf"
+    plist = unpack(home / "alfred" / "notewell.alfredworkflow", wf)
+    shutil.rmtree(tmp_path / "py312")
+    d = start_daemon(home)
+    try:
+        wait_synced(d)
+        new = installation(tmp_path / "py313" / "bin", home)  # after the daemon recorded its own
+        (sf,) = objects_by_type(plist)[SCRIPT_FILTER]
+        out = subprocess.run(["zsh", "-c", sf["config"]["script"], "zsh", "postgres vac"],
+                             cwd=wf, env=alfred_env(plist, HOME=str(tmp_path)),
+                             capture_output=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["items"][0]["title"] == "Postgres vacuum"
+        assert runs(new) == []  # zsh answered by itself: no Python started
+    finally:
+        d.stop()
+    out = subprocess.run(["zsh", "-c", sf["config"]["script"], "zsh", "postgres vac"],
+                         cwd=wf, env=alfred_env(plist, HOME=str(tmp_path)),
+                         capture_output=True, timeout=60)
+    assert "not running" in json.loads(out.stdout)["items"][0]["title"], out.stderr
+    assert runs(new) == ["alfred query postgres vac"]
+
+
+@pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
+def test_a_home_too_deep_for_a_socket_reaches_the_zsh_client(tmp_path: Path, monkeypatch,
+                                                             notes_dir: Path):
+    """The daemon listens under /tmp/notewell-UID/HASH (sun_path is 104 bytes on macOS);
+    the workflow's zsh client finds it without Python."""
+    deep = tmp_path / ("d" * 70) / "Library" / "Application Support" / "notewell"
+    deep.mkdir(parents=True)
+    monkeypatch.setenv("NOTEWELL_HOME", str(deep))
+    assert paths.socket_path().startswith("/tmp/notewell-")
+    config.save(config.Config(sources=(config.SourceConfig(
+        "notes", "markdown", str(notes_dir), ("private/**",)),)))
+    wf = tmp_path / "wf"
+    plist = unpack(Path(alfred_workflow.build(str(tmp_path / "nw.alfredworkflow"))), wf)
+    d = start_daemon(deep)
+    try:
+        wait_synced(d)
+        (deep / "notewell-command").write_text('["/bin/false"]')  # Python would fail
+        (sf,) = objects_by_type(plist)[SCRIPT_FILTER]
+        out = subprocess.run(["zsh", "-c", sf["config"]["script"], "zsh", "lisbon tram"],
+                             cwd=wf, env=alfred_env(plist, HOME=str(tmp_path)),
+                             capture_output=True, timeout=30)
+        assert json.loads(out.stdout)["items"][0]["title"] == "Lisbon weekend", out.stderr
+    finally:
+        d.stop()
 
 
 # -- the actions, in process, with stand-in commands ---------------------------------------
@@ -401,17 +497,26 @@ def test_cli_alfred_install_builds_and_says_what_to_do_off_macos(home: Path, tmp
         assert r.returncode == 1 and "macOS" in r.stdout
 
 
-def test_the_packages_python_client_runs_from_a_bash_script_filter(tmp_path: Path, home):
-    inst = alfred_workflow.Installation(python=sys.executable, client=str(CLIENT),
-                                        pythonpath=str(REPO / "daemon"))
-    built = Path(alfred_workflow.build(str(tmp_path / "nw.alfredworkflow"), inst))
-    wf = tmp_path / "wf"
-    plist = unpack(built, wf)
-    assert not (wf / "notewell-query").exists()  # the client runs from the package
-    (sf,) = objects_by_type(plist)[SCRIPT_FILTER]
-    assert sf["config"]["type"] == 0  # bash, when there is no zsh client
-    out = subprocess.run(["/bin/bash", "-c", sf["config"]["script"], "bash", "anything"],
-                         cwd=wf, env=alfred_env(plist, NOTEWELL_HOME=str(home)),
-                         capture_output=True, timeout=20)
-    assert out.returncode == 0, out.stderr
-    assert "not running" in json.loads(out.stdout)["items"][0]["title"]
+@pytest.mark.parametrize("query", ["-h", "--out x", "build"])
+def test_the_cli_passes_the_workflows_query_through_untouched(home: Path, query: str):
+    """`notewell alfred query` is the workflow's fallback: a query that looks like an option
+    is still a query (argparse never sees it)."""
+    out = subprocess.run([sys.executable, "-m", "notewell", "alfred", "query", query],
+                         capture_output=True, env=subprocess_env(home, PYTHONPATH=str(
+                             REPO / "daemon")), timeout=60)
+    (item,) = json.loads(out.stdout)["items"]
+    assert "not running" in item["title"] and item["variables"]["query"] == query
+
+
+def test_doctor_says_when_the_workflow_is_from_another_version(home: Path, monkeypatch):
+    """The workflow carries the zsh client of the notewell that built it: after an upgrade
+    of notewell it still works (through Python), and doctor says to rebuild it."""
+    from notewell.ops import doctor
+
+    alfred_workflow.build()
+    assert doctor.check_workflow("darwin").status == doctor.OK
+    monkeypatch.setattr(alfred_workflow, "__version__", "0.0.9")
+    alfred_workflow.build()
+    check = doctor.check_workflow("darwin")
+    assert check.status == doctor.FAIL and "built by notewell 0.0.9" in check.detail
+    assert "notewell alfred install" in check.fix

@@ -1,9 +1,11 @@
 """The zsh client (notewell/launcher/scripts/notewell-query.zsh): the same request as the
-Python client, the daemon's JSON printed byte for byte, the same socket path, and every
-other case handed to the Python client."""
+Python client, the daemon's JSON printed byte for byte, the socket the daemon recorded, and
+every other case handed to the Python client (beside the package's copy) or to the notewell
+recorded in the home (the Alfred workflow's copy)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
@@ -124,6 +126,8 @@ def short_home(monkeypatch):
 
 
 def fake_daemon(home: Path, reply: bytes | None) -> FakeDaemon:
+    # The record a daemon writes when it listens (paths.record_socket).
+    (home / "notewell-socket").write_text(str(home / "run" / "notewell.sock"))
     return FakeDaemon(str(home / "run" / "notewell.sock"), reply)
 
 
@@ -183,15 +187,16 @@ def test_a_query_too_long_for_one_request_goes_to_python(short_home, marker):
         d.close()
 
 
-def python_socket_path(env: dict[str, str]) -> str:
-    code = "from notewell.wire import paths; print(paths.socket_path())"
+def record_socket(env: dict[str, str]) -> str:
+    """What a daemon does when it listens: write its socket path into its home."""
+    code = "from notewell.wire import paths; paths.record_socket(); print(paths.socket_path())"
     return subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONPATH": str(
         REPO / "daemon")}, capture_output=True, text=True, check=True).stdout.strip()
 
 
 @pytest.mark.parametrize("case", ["home", "home-dots", "home-tilde", "xdg-runtime",
-                                  "xdg-data", "plain"])
-def test_socket_path_is_the_one_python_uses(case, marker):
+                                  "xdg-data", "plain", "long-home"])
+def test_the_socket_the_daemon_recorded_is_found(case, marker):
     with tempfile.TemporaryDirectory(prefix="nwz-", dir="/tmp") as d:
         env = {"HOME": f"{d}/u", "NOTEWELL_PYTHON": str(marker)}
         env.update({
@@ -201,20 +206,73 @@ def test_socket_path_is_the_one_python_uses(case, marker):
             "xdg-runtime": {"XDG_RUNTIME_DIR": f"{d}/r//"},
             "xdg-data": {"XDG_DATA_HOME": f"{d}/data/"},
             "plain": {},
+            # Too deep for sun_path: the daemon listens under /tmp/notewell-UID/HASH.
+            "long-home": {"NOTEWELL_HOME": f"{d}/{'d' * 60}/Application Support/notewell"},
         }[case])
-        path = python_socket_path(env)
-        assert path.startswith(d)
+        path = record_socket(env)
+        assert path.startswith("/tmp/notewell-" if case == "long-home" else d)
         fake = FakeDaemon(path, ok_frame('{"items":[{"title":"found"}]}'))
         try:
             assert run_zsh(env, "q").stdout == b'{"items":[{"title":"found"}]}'
         finally:
             fake.close()
+            shutil.rmtree(Path(path).parent, ignore_errors=True)
 
 
-def test_a_socket_path_only_python_can_work_out_goes_to_python(marker):
-    deep = "/tmp/" + "d" * 120
-    got = run_zsh({"NOTEWELL_HOME": deep, "NOTEWELL_PYTHON": str(marker)}, "q")
-    assert fell_back(got, "q")
+def test_without_a_recorded_socket_python_answers(short_home, marker):
+    d = fake_daemon(short_home, ok_frame('{"items":[]}'))
+    try:
+        (short_home / "notewell-socket").unlink()
+        got = run_zsh({"NOTEWELL_HOME": str(short_home), "NOTEWELL_PYTHON": str(marker)}, "q")
+        assert fell_back(got, "q") and d.requests == []
+    finally:
+        d.close()
+
+
+# -- the Alfred workflow's copy: no Python client beside it ------------------------------
+
+
+@pytest.fixture
+def workflow_copy(tmp_path: Path) -> Path:
+    wf = tmp_path / "wf"
+    wf.mkdir()
+    shutil.copy(ZSH_CLIENT, wf / "notewell-query.zsh")
+    shutil.copy(SCRIPTS / "notewell-run.zsh", wf / "notewell-run.zsh")
+    return wf / "notewell-query.zsh"
+
+
+def recorded_install(home: Path, where: Path) -> Path:
+    """A stand-in installation at ``where`` (its path has a space, quotes, non-ASCII), as
+    `notewell serve` records it: it says it was run, and with what."""
+    where.mkdir(parents=True)
+    program = where / "notewell"
+    program.write_text('#!/bin/sh\nprintf "RECORDED %s|" "$@"\n')
+    program.chmod(0o755)
+    (home / "notewell-command").write_text(json.dumps([str(program)]) + "\n")
+    return program
+
+
+def test_the_workflow_copy_falls_back_to_the_recorded_installation(short_home, workflow_copy,
+                                                                   tmp_path):
+    recorded_install(short_home, tmp_path / 'José "pipx" \\ venv😀' / "bin")
+    env = {"NOTEWELL_HOME": str(short_home), "HOME": str(tmp_path)}
+    got = run_zsh_file(workflow_copy, env, "some words")  # no daemon
+    assert got.stdout.decode() == "RECORDED alfred|RECORDED query|RECORDED some words|", got
+    # An action of the workflow's Run Script objects goes the same way.
+    got = run_zsh_file(workflow_copy, env, "--alfred-action", "open", "file:///n/a.md")
+    assert got.stdout.decode() == ("RECORDED alfred|RECORDED action|RECORDED open|"
+                                   "RECORDED file:///n/a.md|")
+
+
+@pytest.mark.parametrize("record", [None, '["/nowhere/bin/notewell"]', "not json", "[]"])
+def test_the_workflow_copy_says_what_to_do_without_a_usable_installation(
+        short_home, workflow_copy, tmp_path, record):
+    if record is not None:
+        (short_home / "notewell-command").write_text(record)
+    env = {"NOTEWELL_HOME": str(short_home), "HOME": str(tmp_path)}
+    got = run_zsh_file(workflow_copy, env, "q")
+    (item,) = json.loads(got.stdout)["items"]
+    assert "installation" in item["title"] and "notewell agent install" in item["subtitle"]
 
 
 def test_sourced_by_a_zsh_that_read_a_hostile_zshenv(short_home, marker, tmp_path):
@@ -276,6 +334,7 @@ def test_default_fallback_of_an_installed_package_is_its_virtualenvs_python(tmp_
     scripts = venv / "lib" / "python3.x" / "site-packages" / "notewell" / "launcher" / "scripts"
     scripts.mkdir(parents=True)
     (scripts / "notewell-query.zsh").write_text(ZSH_CLIENT.read_text())
+    (scripts / "notewell-query").write_text(CLIENT.read_text())
     (venv / "bin").mkdir()
     (venv / "bin" / "python").write_text('#!/bin/sh\nprintf "VENV %s|" "$@"\n')
     (venv / "bin" / "python").chmod(0o755)

@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, subprocess_env
+from helpers import REPO, start_daemon, subprocess_env, wait_synced
+from notewell import config
+from notewell.launcher import alfred
 from notewell.wire import paths
 
 EXT = REPO / "workflow" / "raycast"
@@ -62,6 +64,7 @@ def test_manifest_is_a_raycast_extension():
     assert (EXT / "src" / f"{command['name']}.tsx").exists()
     assert (EXT / "assets" / pkg["icon"]).exists()
     assert pkg["dependencies"]["@raycast/api"]
+    assert pkg["platforms"] == ["macOS"]  # it opens Finder, Quick Look, Bear: macOS only
     lock = json.loads((EXT / "package-lock.json").read_text())
     assert lock["packages"][""]["dependencies"] == pkg["dependencies"]
     source = (EXT / "src" / "search-notes.tsx").read_text()
@@ -150,3 +153,65 @@ def test_the_extension_finds_the_notewell_that_last_ran_with_its_home(probe: Pat
                    capture_output=True, timeout=60, check=True)
     assert node(probe, "command", env=env) == agent.program()[:-1]
     assert node(probe, "command", "/opt/nw/bin/notewell", env=env) == ["/opt/nw/bin/notewell"]
+
+
+def test_search_reply_keeps_what_the_view_shows(probe: Path, tmp_path: Path, home: Path,
+                                                notes_dir: Path):
+    """Tag completions while "#rec" is typed, "New note" (a source with an editor link),
+    notices: the extension's search keeps every field of the daemon's reply it shows."""
+    config.save(config.Config(sources=(config.SourceConfig(
+        "notes", "markdown", str(notes_dir), ("private/**",),
+        {"new_note_url": "myeditor://new?title={title}&tags={tags}"}),)))
+    d = start_daemon(home)
+    try:
+        wait_synced(d)
+        env = subprocess_env(home)
+        tags = node(probe, "search", "#rec", env=env)
+        assert {"tag": "recipes", "notes": 1, "nested": False} in tags["tags"]
+        found = node(probe, "search", "banana bread #baking", env=env)
+        assert found["hits"] and found["new_note"] == [{
+            "source": "notes", "kind": "markdown", "title": "banana bread",
+            "tags": ["baking"], "url": "myeditor://new?title=banana%20bread&tags=baking"}]
+        assert node(probe, "search", "#nosuchtag words", env=env)["notices"]
+    finally:
+        d.stop()
+
+
+def alfred_lines(reply: dict) -> list[dict]:
+    """What the Alfred renderer shows for the same extras, as (title, subtitle) lines."""
+    items = []
+    if reply.get("rebuilding"):
+        items.append(alfred.rebuilding_item(reply["rebuilding"]))
+    if reply.get("behind"):
+        items.append(alfred.behind_item(reply["behind"]))
+    items += [alfred.notice_item(n) for n in reply.get("notices", [])]
+    items += [alfred.tag_item(t) for t in reply.get("tags", [])]
+    items += [alfred.new_note_item(n, reply.get("query", ""), bool(reply.get("hits")))
+              for n in reply.get("new_note", [])]
+    # Alfred goes into nested tags with Tab; Raycast with its second action, ⌘↩.
+    return [{"title": i["title"], "subtitle": i["subtitle"].replace("Tab goes", "⌘↩ goes")}
+            for i in items]
+
+
+@pytest.mark.parametrize("reply", [
+    {"hits": [], "notices": ["No notes are tagged #x.", "after:someday is not a date; use "
+                             "after:2025-03-01 or after:7d", "before:2030 is in the future"]},
+    {"hits": [], "notices": [], "tags": [{"tag": "work", "notes": 3, "nested": True},
+                                         {"tag": "recipes", "notes": 1, "nested": False}]},
+    {"hits": [{}], "notices": [], "new_note": [
+        {"source": "notes", "kind": "markdown", "title": "pie", "tags": ["baking", "x"],
+         "url": "e://n"},
+        {"source": "bear", "kind": "bear", "title": "pie", "tags": [], "url": "bear://n"},
+        {"source": "vault", "kind": "obsidian", "title": "pie", "tags": [], "url": "o://n"}]},
+    {"hits": [], "notices": [], "new_note": [
+        {"source": "notes", "kind": "markdown", "title": "pie", "tags": [], "url": "e://n"}]},
+    {"hits": [], "notices": [], "behind": {"minutes": 1, "sources": ["notes", "bear"],
+                                           "error": None}},
+    {"hits": [], "notices": [], "behind": {"minutes": 7, "sources": ["bear"],
+                                           "error": ["bear", "database is locked"]}},
+    {"hits": [], "notices": [], "rebuilding": {"notes": 120}},
+], ids=["notices", "tags", "new-notes", "new-note-no-hits", "behind", "behind-error",
+        "rebuilding"])
+def test_the_extension_words_the_extras_as_alfred_does(probe: Path, reply: dict):
+    got = node(probe, "wording", json.dumps(reply), env={"PATH": os.environ["PATH"]})
+    assert got == alfred_lines(reply)

@@ -109,6 +109,40 @@ def test_the_first_keystroke_after_an_upgrade_restarts_the_daemon_into_it(old_da
         "Lisbon weekend"
 
 
+@pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
+def test_the_workflows_own_older_client_still_restarts_the_daemon(old_daemon, home, tmp_path):
+    """The Alfred workflow carries a copy of the zsh client of the version that built it:
+    after an upgrade in place it asks as the old version, which the old daemon also is.
+    The daemon sees the newer files on disk and restarts into them; the keystroke is
+    answered through the installation the home records, and the next ones too."""
+    d, package = old_daemon
+    pid = d.ask("ping")["result"]["pid"]
+    wf = tmp_path / "wf"
+    wf.mkdir()
+    for name in ("notewell-query.zsh", "notewell-run.zsh"):  # version A's
+        shutil.copy(package / "launcher" / "scripts" / name, wf)
+    bump_version(package, NEW)
+    # Whatever the home records (the daemon records itself again when it restarts) runs
+    # the upgraded package: PYTHONPATH stands for the installation's own site-packages.
+    env = {k: v for k, v in subprocess_env(home, PYTHONPATH=str(package.parent)).items()
+           if k != "NOTEWELL_PYTHON"}
+
+    def keystroke_from_the_workflow(query: str) -> dict:
+        out = subprocess.run([shutil.which("zsh") or "zsh", "-c",
+                              'source ./notewell-query.zsh "$1"', "zsh", query], cwd=wf,
+                             capture_output=True, env=env, timeout=60, check=False)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    titles = [i["title"] for i in keystroke_from_the_workflow("lisbon tram")["items"]]
+    assert titles[0] == "Lisbon weekend" or titles == ["notewell is starting…"], titles
+    after = wait_for(d, synced(NEW))
+    assert after["pid"] == pid and d.proc.poll() is None
+    assert sum(r["embedded"] for r in after["last_reports"]) == 0, after["last_reports"]
+    assert keystroke_from_the_workflow("lisbon tram")["items"][0]["title"] == \
+        "Lisbon weekend"
+
+
 def test_an_upgrade_that_cuts_notes_differently_re_chunks_the_index_on_its_own(old_daemon,
                                                                                 home):
     """No `notewell index --rebuild` after such an upgrade: the restarted daemon rebuilds

@@ -25,10 +25,21 @@ if TYPE_CHECKING:
     from notewell.model.embedding import Embedder
 
 
+# What the Alfred workflow runs through the notewell its home records (the fallback of its
+# zsh client and its actions, ``launcher/scripts/notewell-query.zsh``): the user's text goes
+# through untouched, never through argparse, which would take a query like "-h" for an option.
+ALFRED_ENTRIES = {"query": "notewell.wire.client", "action": "notewell.launcher.alfred_actions"}
+
+
 def main(argv: list[str] | None = None, *,
          embedder: Callable[[], Embedder] | None = None) -> int:
     """Run one command. ``embedder`` makes the embedder for the commands that need one
     (default: the shipped model); tests wire in ``notewell.model.fake`` here."""
+    words = sys.argv[1:] if argv is None else argv
+    if len(words) > 1 and words[0] == "alfred" and words[1] in ALFRED_ENTRIES:
+        import importlib
+
+        return importlib.import_module(ALFRED_ENTRIES[words[1]]).main(words[2:])
     parser = build_parser()
     args = parser.parse_args(argv)
     args.embedder = embedder or default_embedder

@@ -157,9 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("alfred", help="build the Alfred workflow for this installation, or "
                        "open it in Alfred",
-                       description="build: write notewell.alfredworkflow with this "
-                       "installation's interpreter and client filled in. install: build it "
-                       "and open it in Alfred (macOS).")
+                       description="build: write notewell.alfredworkflow (it finds this "
+                       "installation through $NOTEWELL_HOME/notewell-command, which this "
+                       "writes). install: build it and open it in Alfred (macOS). The "
+                       "workflow itself runs `notewell alfred query QUERY` and `notewell "
+                       "alfred action ACTION ARG`.")
     s.add_argument("action", choices=("build", "install"))
     s.add_argument("--out", metavar="PATH", help="where to write the .alfredworkflow "
                    "(default: $NOTEWELL_HOME/alfred/notewell.alfredworkflow)")

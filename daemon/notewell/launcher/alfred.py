@@ -60,9 +60,15 @@ def hit_item(hit: Hit, query: str = "", dated: bool = False) -> dict:
                    "variables": _mod_vars("similar", hit, query)},
         },
     }
+    # Universal Actions, file actions and drag and drop take ``action``, not ``arg`` (a
+    # file:// URL there would be handled as a URL): the file when there is one, else the
+    # note's URL (Bear).
     if hit.path:
         item["quicklookurl"] = hit.path
         item["type"] = "file:skipcheck"
+        item["action"] = {"file": hit.path}
+    else:
+        item["action"] = {"url": hit.url}
     return item
 
 

@@ -1,7 +1,7 @@
 """What the Alfred workflow does when an item is actioned, and the stale-Enter guard.
 
-Alfred runs ``notewell-action ACTION ARG`` (``python -IS``: standard library plus
-notewell's import-free client) with the item's variables in the environment: ``action``
+Alfred runs ``notewell alfred action ACTION ARG`` (the workflow's zsh client runs the
+installation its home records) with the item's variables in the environment: ``action``
 (which overrides the connection's ACTION: a Bear note's ⌘ opens instead of revealing),
 ``note_id`` and ``query``, the query the item was rendered for.
 

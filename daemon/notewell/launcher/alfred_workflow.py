@@ -1,7 +1,10 @@
 """The Alfred 5 workflow, generated: ``info.plist``, icons and the action bootstrap, zipped.
 
-``build()`` writes a ``.alfredworkflow`` (a zip with everything at its root) with this
-installation's interpreter and client filled in. The object graph:
+``build()`` writes a ``.alfredworkflow`` (a zip with everything at its root). No Python path
+is baked into it: it carries its own copy of the zsh client, which finds the daemon's socket
+and, when it needs Python, this installation, through files in the notewell home
+(``notewell-socket``, ``notewell-command``), so reinstalling notewell on another Python
+changes nothing for it. The object graph:
 
     Script Filter (keyword ``{var:keyword}``, default ``n``) ──↩──▶ Run Script: open
         ├─⌘─▶ Run Script: reveal       ├─⌥─▶ Run Script: copy passage
@@ -9,15 +12,15 @@ installation's interpreter and client filled in. The object graph:
         └─fn─▶ Call External Trigger "search" ──▶ External Trigger "search" ──▶ Script Filter
 
 The Script Filter runs the per-keystroke client with the query as argv (never ``{query}``
-substitution): the zsh client (``launcher/scripts/notewell-query.zsh``, shipped inside the
-package, so a checkout and an installed notewell alike; sourced by Alfred's own /bin/zsh: no
-Python start per keystroke; it hands anything but a ready answer to the Python client
-beside it). It terminates the previous run on each
-keystroke and runs immediately, and leaves ordering to notewell (Alfred's filtering off;
-the items carry ``skipknowledge``).
+substitution): the workflow's copy of the zsh client (``launcher/scripts/notewell-query.zsh``,
+sourced by Alfred's own /bin/zsh: no Python start per keystroke; it hands anything but a
+ready answer to ``notewell alfred query`` of the recorded installation). It terminates the
+previous run on each keystroke and runs immediately, and leaves ordering to notewell
+(Alfred's filtering off; the items carry ``skipknowledge``).
 ⌘L (large type), ⌘C (copy) and ⌘Y (Quick Look) are Alfred's own, fed by each item's
-``text`` and ``quicklookurl``. The Run Script objects all run ``notewell-action`` (see
-``alfred_actions``), which also guards against the stale-Enter race.
+``text`` and ``quicklookurl``. The Run Script objects all run ``notewell alfred action`` of
+the recorded installation through the same script (see ``alfred_actions``), which also
+guards against the stale-Enter race.
 """
 
 from __future__ import annotations
@@ -38,23 +41,21 @@ from notewell.launcher.alfred_actions import BUNDLE_ID, SEARCH_TRIGGER
 from notewell.wire import paths
 
 DEFAULT_KEYWORD = "n"
-ACTION_SCRIPT = "notewell-action"
 PYTHON_CLIENT = "notewell-query"
 
 # NSEvent modifier flags, as Alfred stores them on a connection.
 CMD, ALT, CTRL, SHIFT, FN = 1 << 20, 1 << 19, 1 << 18, 1 << 17, 1 << 23
 MODIFIERS = {"cmd": CMD, "alt": ALT, "ctrl": CTRL, "shift": SHIFT, "fn": FN}
 
-# Script object "type" values in Alfred's plist: 0 runs the script with /bin/bash, 5 with
-# /bin/zsh (which reads only /etc/zshenv and ~/.zshenv when it is not interactive).
-SCRIPT_BASH = 0
+# Script object "type" in Alfred's plist: 5 runs the script with /bin/zsh (which reads only
+# /etc/zshenv and ~/.zshenv when it is not interactive).
 SCRIPT_ZSH = 5
 ARGV = 1  # scriptargtype: the query arrives as $1, never substituted into the script text
 QUEUE_TERMINATE_PREVIOUS = 2
 QUEUE_DELAY_IMMEDIATE = 0
 ARGUMENT_OPTIONAL = 1
 
-# (object name, connection modifier, action passed to notewell-action, label)
+# (object name, connection modifier, action passed to `notewell alfred action`, label)
 ACTIONS = [
     ("open", 0, "open", "Open in its app"),
     ("reveal", CMD, "reveal", "Reveal in Finder (or open, for Bear)"),
@@ -63,19 +64,21 @@ ACTIONS = [
     ("quicklook", SHIFT, "quicklook", "Quick Look"),
 ]
 
-# What a launcher runs, shipped inside the package (package data): the zsh client, its
-# Python fallback and the action bootstrap the workflow carries. Run through an interpreter
-# (``source``, ``python -IS``), so an install that drops exec bits changes nothing.
+# What a launcher runs, shipped inside the package (package data): the zsh client (the
+# workflow carries a copy) and its Python fallback. Run through an interpreter (``source``,
+# ``python -IS``), so an install that drops exec bits changes nothing.
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 ZSH_CLIENT = "notewell-query.zsh"
+ZSH_RUN = "notewell-run.zsh"  # what the zsh client sources when it needs the installation
+ACTION_FLAG = "--alfred-action"  # the zsh client runs `notewell alfred action ...`
 
 
 def script_path(name: str) -> str:
     return os.path.join(SCRIPTS, name)
 
 
-def action_bootstrap() -> str:
-    with open(script_path(ACTION_SCRIPT), encoding="utf-8") as f:
+def script_bytes(name: str) -> bytes:
+    with open(script_path(name), "rb") as f:
         return f.read()
 
 
@@ -94,17 +97,21 @@ Type the keyword (default "n", change it in Configure Workflow) and a few words.
 An empty query lists recently modified notes. Filters: #tag, in:SOURCE.
 If the daemon is not running, one item says so; Enter starts it.
 
-This workflow was built by `notewell alfred build` for one installation: the variables
-NOTEWELL_PYTHON (the interpreter behind the Python client and the actions) and
-NOTEWELL_PYTHONPATH point at it. Rebuild it after moving notewell or installing it
-somewhere else; an upgrade in place needs nothing.
+This workflow was built by `notewell alfred build`. It holds no path to Python: it finds
+notewell through its home (NOTEWELL_HOME, or ~/Library/Application Support/notewell):
+the daemon's socket in `notewell-socket`, the installation in `notewell-command`
+(both written by `notewell serve`; the latter also by `agent install` and `alfred build`).
+Reinstalling notewell on another Python needs nothing. After upgrading notewell itself,
+build and install the workflow again: until then searches still work, through Python.
 """
 
 
 @dataclass(frozen=True)
 class Installation:
-    """The absolute paths the workflow runs: the interpreter, the Python client, where the
-    package lives, and the zsh client (None only where it is missing)."""
+    """This package's clients as the demo and ``doctor`` run them: the interpreter, the
+    Python client, where the package lives, and the zsh client (None only where it is
+    missing); and the NOTEWELL_HOME the workflow passes on. The workflow holds only that
+    home (Python paths change with every Python upgrade)."""
 
     python: str
     client: str
@@ -126,34 +133,26 @@ def this_installation() -> Installation:
                         fast_client=fast if os.path.exists(fast) else None)
 
 
-PLACEHOLDER_SCRIPTS = "/path/to/notewell/daemon/notewell/launcher/scripts"
-PLACEHOLDER = Installation(python="/path/to/notewell/.venv/bin/python",
-                           client=f"{PLACEHOLDER_SCRIPTS}/{PYTHON_CLIENT}",
-                           pythonpath="/path/to/notewell/daemon",
-                           fast_client=f"{PLACEHOLDER_SCRIPTS}/{ZSH_CLIENT}")
-
-
 def _uid(name: str) -> str:
     # Stable uids: rebuilding gives the same graph, so Alfred updates instead of duplicating.
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"notewell/alfred/{name}")).upper()
 
 
-def script_filter_command(inst: Installation) -> tuple[int, str]:
-    """(Alfred script type, script) of the Script Filter. The zsh client finds its Python
-    fallback through the NOTEWELL_PYTHON workflow variable and beside itself."""
-    if inst.fast_client:
-        return SCRIPT_ZSH, f'source {shlex.quote(inst.fast_client)} "$1"'
-    return SCRIPT_BASH, f'exec {shlex.quote(inst.python)} -IS {shlex.quote(inst.client)} "$1"'
+def script_filter_command() -> tuple[int, str]:
+    """(Alfred script type, script) of the Script Filter: the workflow's own zsh client
+    (Alfred runs scripts in the workflow's folder)."""
+    return SCRIPT_ZSH, f'source ./{ZSH_CLIENT} "$1"'
 
 
-def action_command(inst: Installation, action: str) -> str:
-    return f'exec {shlex.quote(inst.python)} -IS ./{ACTION_SCRIPT} {action} "$1"'
+def action_command(action: str) -> str:
+    return f'source ./{ZSH_CLIENT} {ACTION_FLAG} {shlex.quote(action)} "$1"'
 
 
-def info_plist(inst: Installation) -> dict:
-    """The workflow's ``info.plist`` as a dict (``plistlib.dumps`` writes it)."""
+def info_plist(home: str | None = None) -> dict:
+    """The workflow's ``info.plist`` as a dict (``plistlib.dumps`` writes it); ``home``:
+    the NOTEWELL_HOME it passes on, if any."""
     sf = _uid("scriptfilter")
-    language, script = script_filter_command(inst)
+    language, script = script_filter_command()
     objects: list[dict] = [{
         "uid": sf,
         "type": "alfred.workflow.input.scriptfilter",
@@ -189,8 +188,8 @@ def info_plist(inst: Installation) -> dict:
             "type": "alfred.workflow.action.script",
             "version": 2,
             "config": {
-                "type": SCRIPT_BASH,
-                "script": action_command(inst, action),
+                "type": SCRIPT_ZSH,
+                "script": action_command(action),
                 "scriptfile": "",
                 "scriptargtype": ARGV,
                 "escaping": 0,
@@ -222,9 +221,7 @@ def info_plist(inst: Installation) -> dict:
                        "note": "Shows the Script Filter with a query: fn (similar notes), "
                        "and the stale-Enter guard re-showing the newest query"}
 
-    variables = {"NOTEWELL_PYTHONPATH": inst.pythonpath, "NOTEWELL_PYTHON": inst.python}
-    if inst.home:
-        variables["NOTEWELL_HOME"] = inst.home
+    variables = {"NOTEWELL_HOME": home} if home else {}
     return {
         "bundleid": BUNDLE_ID,
         "name": "notewell",
@@ -257,14 +254,14 @@ def _wire(destination: str, modifiers: int, subtext: str) -> dict:
             "modifiersubtext": subtext, "vitoclose": False}
 
 
-def plist_bytes(inst: Installation) -> bytes:
-    return plistlib.dumps(info_plist(inst), sort_keys=True)
+def plist_bytes(home: str | None = None) -> bytes:
+    return plistlib.dumps(info_plist(home), sort_keys=True)
 
 
-def files(inst: Installation) -> dict[str, tuple[bytes, int]]:
+def files(home: str | None = None) -> dict[str, tuple[bytes, int]]:
     """Every file of the workflow by its path in the zip, with its Unix mode."""
-    out = {"info.plist": (plist_bytes(inst), 0o644),
-           ACTION_SCRIPT: (action_bootstrap().encode(), 0o755)}
+    out = {"info.plist": (plist_bytes(home), 0o644), ZSH_CLIENT: (script_bytes(ZSH_CLIENT), 0o755),
+           ZSH_RUN: (script_bytes(ZSH_RUN), 0o644)}
     for rel, data in icons.alfred_files().items():
         out[rel] = (data, 0o644)
     return out
@@ -274,13 +271,12 @@ def default_output() -> str:
     return os.path.join(paths.home(), "alfred", "notewell.alfredworkflow")
 
 
-def build(out: str | None = None, inst: Installation | None = None) -> str:
-    """Write the ``.alfredworkflow`` and return its path."""
+def build(out: str | None = None) -> str:
+    """Write the ``.alfredworkflow`` (for this NOTEWELL_HOME) and return its path."""
     out = os.path.abspath(out or default_output())
-    inst = inst or this_installation()
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for rel, (data, mode) in sorted(files(inst).items()):
+        for rel, (data, mode) in sorted(files(this_installation().home).items()):
             info = zipfile.ZipInfo(rel, date_time=(2024, 1, 1, 0, 0, 0))
             info.external_attr = (0o100000 | mode) << 16  # a regular file with this mode
             info.compress_type = zipfile.ZIP_DEFLATED
@@ -304,18 +300,15 @@ def install(path: str, platform: str | None = None) -> tuple[bool, str]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m notewell.launcher.alfred_workflow REPO`` refreshes the checked-in
-    ``workflow/alfred/info.plist`` (placeholder paths) and ``notewell-action``; the icons
-    come from ``python -m notewell.launcher.icons REPO``."""
+    ``workflow/alfred/info.plist``; the icons come from ``python -m notewell.launcher.icons
+    REPO``, the zsh client is ``daemon/notewell/launcher/scripts/notewell-query.zsh``."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m notewell.launcher.alfred_workflow REPO_DIR", file=sys.stderr)
         return 2
     target = os.path.join(args[0], "workflow", "alfred")
     with open(os.path.join(target, "info.plist"), "wb") as f:
-        f.write(plist_bytes(PLACEHOLDER))
-    with open(os.path.join(target, ACTION_SCRIPT), "w") as f:
-        f.write(action_bootstrap())
-    os.chmod(os.path.join(target, ACTION_SCRIPT), 0o755)
+        f.write(plist_bytes())
     return 0
 
 

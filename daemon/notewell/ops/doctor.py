@@ -54,8 +54,7 @@ def check_installation() -> Check:
 
     name = "installation"
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    scripts = (alfred_workflow.ZSH_CLIENT, alfred_workflow.PYTHON_CLIENT,
-               alfred_workflow.ACTION_SCRIPT)
+    scripts = (alfred_workflow.ZSH_CLIENT, alfred_workflow.ZSH_RUN, alfred_workflow.PYTHON_CLIENT)
     missing = [n for n in scripts if not os.path.isfile(alfred_workflow.script_path(n))]
     if not os.path.isdir(demo.demo_notes_dir()):
         missing.append("ops/demo_corpus")
@@ -401,10 +400,16 @@ def check_workflow(platform: str) -> Check:
     script = next(((o["config"].get("type"), o["config"].get("script"))
                    for o in plist.get("objects", [])
                    if o.get("type") == "alfred.workflow.input.scriptfilter"), None)
-    if script != alfred_workflow.script_filter_command(want) or \
+    if script != alfred_workflow.script_filter_command() or \
             plist.get("variables", {}).get("NOTEWELL_HOME") != want.home:
         return Check(name, FAIL, f"{path} was built for another installation or home",
                      "`notewell alfred build` and `notewell alfred install` again")
+    from notewell import __version__
+
+    if plist.get("version") != __version__:  # its zsh client is that version's
+        return Check(name, FAIL, f"{path} was built by notewell {plist.get('version')}, this "
+                     f"is {__version__}: searches go through Python until it is rebuilt",
+                     "`notewell alfred install`")
     return Check(name, OK, f"{path}, built for this installation")
 
 

@@ -87,6 +87,11 @@ class Daemon:
         """Take the lock, bind the socket, and start loading the engine in the background."""
         self.server.open()
         exclude_caches()  # from Time Machine's hourly backups (macOS; best effort)
+        try:
+            paths.record_socket()  # where the zsh client finds this socket
+        except OSError as e:
+            log.warning("could not write %s (%s): Alfred's zsh client falls back to Python "
+                        "until it can", paths.socket_record(), e)
         with contextlib.suppress(FileNotFoundError):  # a restart after an upgrade is done
             os.remove(paths.restart_marker())
         self.background.start()

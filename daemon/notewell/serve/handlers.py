@@ -29,6 +29,7 @@ import traceback
 from collections.abc import Callable
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 
+import notewell
 from notewell import __version__, installed_version
 from notewell import config as config_file
 from notewell.clock import SYSTEM_CLOCK, Clock
@@ -81,6 +82,10 @@ class Handlers:
         # Stop, then run the installation on disk in this process (``serve.daemon``).
         self.request_restart = request_restart
         self._restarting = False
+        # (mtime of the package's __init__.py, the version it says), replaced whole: the
+        # Alfred workflow carries its own client, which asks as the old version after an
+        # upgrade in place, so the files on disk are looked at too (``_upgraded``).
+        self._on_disk: tuple[int, str | None] = (0, __version__)
         self.clock = clock
         self.started = clock.time()
         # The newest query an Alfred client asked for: the stale-Enter guard compares an
@@ -122,7 +127,7 @@ class Handlers:
         if not isinstance(req, dict) or not isinstance(req.get("op"), str):
             return error_reply("bad_request", "a request is a map with a string 'op'")
         asker = req.get("notewell")
-        if isinstance(asker, str) and asker != __version__:
+        if isinstance(asker, str) and (asker != __version__ or self._upgraded()):
             return self._other_version(asker)
         version = req.get("v", protocol.PROTOCOL_VERSION)
         if version != protocol.PROTOCOL_VERSION:
@@ -155,6 +160,17 @@ class Handlers:
                 where = "".join(traceback.format_tb(e.__traceback__, limit=-3))
                 log.error("op %s failed: %s at\n%s", req["op"], type(e).__name__, where)
             return error_reply("internal", f"{type(e).__name__}: {e}")
+
+    def _upgraded(self) -> bool:
+        """Whether the package on disk is another version than this process (one stat per
+        request; the file is read again only when it changed)."""
+        try:
+            stamp = os.stat(notewell.__file__).st_mtime_ns
+        except OSError:
+            return False
+        if stamp != self._on_disk[0]:
+            self._on_disk = (stamp, installed_version())
+        return self._on_disk[1] not in (None, __version__)
 
     def _other_version(self, asker: str) -> dict:
         """A client of another notewell version asked. After an upgrade in place the

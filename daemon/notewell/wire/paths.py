@@ -122,6 +122,18 @@ def command_record() -> str:
     return _join(home(), "notewell-command")
 
 
+def socket_record() -> str:
+    """The path of the socket the daemon of this home listens on, written by the daemon
+    (``record_socket``) for the zsh client: it cannot work out the short /tmp path of a
+    deep home (a SHA-256) without Python."""
+    return _join(home(), "notewell-socket")
+
+
+def record_socket() -> None:
+    """Write ``socket_path()`` to ``socket_record()`` (the daemon, once it listens)."""
+    write_atomic(socket_record(), socket_path().encode("utf-8", "surrogateescape"))
+
+
 def restart_marker() -> str:
     """Exists while a daemon restarts itself after an upgrade (between its old socket and
     its new one), so a client waits instead of saying "not running"."""

@@ -3,17 +3,31 @@
  * transport measurement (it is not part of the extension). Bundle and run it with:
  *   npx esbuild scripts/probe.ts --bundle --platform=node --outfile=/tmp/probe.js
  *   node /tmp/probe.js socket-path | command [PREFERENCE] | search QUERY | similar NOTE_ID |
- *     bench N QUERY...
+ *     wording REPLY_JSON | bench N QUERY...
  */
 import { execFileSync } from "node:child_process";
-import { DaemonDown, DaemonError, search, similar } from "../src/daemon";
+import { DaemonDown, DaemonError, results, search, similar } from "../src/daemon";
 import { notewellCommand, notewellHome, socketPath } from "../src/paths";
+import { behindLine, newNoteLine, noticeLine, rebuildingLine, tagLine } from "../src/wording";
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   const socket = socketPath();
   if (command === "socket-path") {
     console.log(JSON.stringify({ home: notewellHome(), socket }));
+    return 0;
+  }
+  if (command === "wording") {
+    // The lines the view shows for a search reply (JSON), in the order it shows them.
+    const r = results(JSON.parse(rest[0] ?? "{}"));
+    const lines = [
+      ...(r.rebuilding ? [rebuildingLine(r.rebuilding)] : []),
+      ...(r.behind ? [behindLine(r.behind)] : []),
+      ...r.notices.map(noticeLine),
+      ...(r.tags ?? []).map(tagLine),
+      ...(r.new_note ?? []).map((n) => newNoteLine(n, r.hits.length > 0)),
+    ];
+    console.log(JSON.stringify(lines));
     return 0;
   }
   if (command === "command") {

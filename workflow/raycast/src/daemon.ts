@@ -42,6 +42,19 @@ export interface Results {
   notices: string[];
   new_note?: NewNote[]; // always last in the list; absent for similar notes
   tags?: TagCount[]; // instead of hits while the query is one tag being typed ("#wor")
+  behind?: Behind; // the index lags its sources
+  rebuilding?: Rebuilding; // a damaged index is being rebuilt: ask again shortly
+}
+
+/** How far the index lags its sources, and the sync error that keeps it behind. */
+export interface Behind {
+  minutes: number;
+  sources: string[];
+  error: [string, string] | null;
+}
+
+export interface Rebuilding {
+  notes: number;
 }
 
 /** A tag and how many notes carry it; `nested`: tags sit under it (`work/apollo`). */
@@ -112,8 +125,17 @@ function unwrap(reply: unknown): unknown {
 }
 
 export async function search(socket: string, query: string, limit = 30): Promise<Results> {
-  const result = (await ask(socket, { op: "search", query, limit, format: "json" })) as Results;
-  return { hits: result.hits ?? [], notices: result.notices ?? [] };
+  return results(await ask(socket, { op: "search", query, limit, format: "json" }));
+}
+
+/** A search reply as the view reads it: everything the daemon sent, lists never missing. */
+export function results(reply: unknown): Results {
+  const r = (reply ?? {}) as Partial<Results>;
+  const out: Results = { hits: r.hits ?? [], notices: r.notices ?? [], new_note: r.new_note ?? [] };
+  if (r.tags) out.tags = r.tags;
+  if (r.behind) out.behind = r.behind;
+  if (r.rebuilding) out.rebuilding = r.rebuilding;
+  return out;
 }
 
 export async function similar(socket: string, noteId: string, limit = 30): Promise<Results> {

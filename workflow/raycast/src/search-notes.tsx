@@ -30,6 +30,7 @@ import {
   startDaemon,
 } from "./daemon";
 import { notewellCommand, notewellHome, socketPath } from "./paths";
+import { APP_NAMES, behindLine, newNoteLine, noticeLine, rebuildingLine, tagLine } from "./wording";
 
 interface Preferences {
   notewellHome?: string;
@@ -44,7 +45,6 @@ interface State {
 
 const EMPTY: Results = { hits: [], notices: [] };
 const KIND_ICONS: Record<string, string> = { bear: "bear.png", obsidian: "obsidian.png", markdown: "markdown.png" };
-const APP_NAMES: Record<string, string> = { bear: "Bear", obsidian: "Obsidian" };
 
 function usePlace() {
   const prefs = getPreferenceValues<Preferences>();
@@ -55,7 +55,7 @@ function usePlace() {
 /**
  * Results for `key`, fetched again when it changes. Answers to superseded requests are
  * dropped, so a slow answer for an old query never replaces a newer one; while the daemon
- * warms up the request is retried.
+ * warms up, or rebuilds a damaged index, the request is retried (as Alfred re-runs).
  */
 function useResults(fetch: () => Promise<Results>, key: string): State & { reload: () => void } {
   const [state, setState] = useState<State>({ results: EMPTY, loading: true });
@@ -67,7 +67,9 @@ function useResults(fetch: () => Promise<Results>, key: string): State & { reloa
     setState((s) => ({ ...s, loading: true }));
     fetch().then(
       (results) => {
-        if (seq === latest.current) setState({ results, loading: false });
+        if (seq !== latest.current) return;
+        setState({ results, loading: false });
+        if (results.rebuilding) retry = setTimeout(() => setAttempt((a) => a + 1), 1000);
       },
       (error: Error) => {
         if (seq !== latest.current) return;
@@ -132,11 +134,14 @@ function Items({ state, setQuery }: { state: State & { reload: () => void }; set
     );
   }
   if (error) return <List.EmptyView icon={Icon.Clock} title="notewell is starting…" description="Loading the model and index" />;
+  const notice = (key: string, line: { title: string; subtitle: string }, icon = Icon.Info) => (
+    <List.Item key={key} icon={icon} title={line.title} subtitle={line.subtitle} />
+  );
   return (
     <>
-      {results.notices.map((notice) => (
-        <List.Item key={notice} icon={Icon.Info} title={notice} />
-      ))}
+      {results.rebuilding ? notice("rebuilding", rebuildingLine(results.rebuilding), Icon.Hammer) : null}
+      {results.behind ? notice("behind", behindLine(results.behind), Icon.Clock) : null}
+      {results.notices.map((text) => notice(`notice:${text}`, noticeLine(text)))}
       {setQuery
         ? (results.tags ?? []).map((t) => <TagItem key={`tag:${t.tag}`} tag={t} setQuery={setQuery} />)
         : null}
@@ -193,10 +198,11 @@ function DaemonDownView({ onStarted }: { onStarted: () => void }) {
 
 /** A tag while "#wor" is typed: Enter searches it, the second action goes into its nested tags. */
 function TagItem({ tag, setQuery }: { tag: TagCount; setQuery: (q: string) => void }) {
+  const line = tagLine(tag);
   return (
     <List.Item
-      title={`#${tag.tag}`}
-      subtitle={`${tag.notes} note${tag.notes === 1 ? "" : "s"}`}
+      title={line.title}
+      subtitle={line.subtitle}
       icon={Icon.Tag}
       actions={
         <ActionPanel>
@@ -213,12 +219,12 @@ function TagItem({ tag, setQuery }: { tag: TagCount; setQuery: (q: string) => vo
 /** "New note: QUERY": the source's app creates it through its URL scheme (Bear's create,
  * Obsidian's new, a folder's editor template); notewell never writes a note itself. */
 function NewNoteItem({ note, found }: { note: NewNote; found: boolean }) {
-  const app = APP_NAMES[note.kind] ?? "your editor";
-  const tags = note.tags.map((t) => `#${t}`).join(" ");
+  const app = APP_NAMES[note.kind] ?? note.kind;
+  const line = newNoteLine(note, found);
   return (
     <List.Item
-      title={`New note: ${note.title}`}
-      subtitle={`Create it in ${app}${tags ? ` tagged ${tags}` : ""}${found ? "" : " · no notes match"}`}
+      title={line.title}
+      subtitle={line.subtitle}
       icon={Icon.PlusCircle}
       actions={
         <ActionPanel>
@@ -230,7 +236,7 @@ function NewNoteItem({ note, found }: { note: NewNote; found: boolean }) {
 }
 
 function HitItem({ hit }: { hit: Hit }) {
-  const app = APP_NAMES[hit.kind] ?? "Default App";
+  const app = hit.kind === "markdown" ? "Default App" : (APP_NAMES[hit.kind] ?? "Default App");
   return (
     <List.Item
       title={hit.title}

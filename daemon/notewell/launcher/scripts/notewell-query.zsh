@@ -2,6 +2,7 @@
 # notewell's per-keystroke client for Alfred, in zsh: the fast path of notewell-query.
 #
 # Usage: notewell-query.zsh QUERY...     (or, from Alfred's /bin/zsh: source it with "$1")
+#        notewell-query.zsh --alfred-action ACTION ARG     (the workflow's Run Script objects)
 #
 # Python's own start is 7–8 ms before a line of the client runs; zsh's is under 2 ms, and
 # every Mac has it. This script asks the daemon for the one thing a keystroke needs, a search
@@ -12,14 +13,24 @@
 # happened as an Alfred item: this script never prints an error itself.
 #
 # It ships inside the notewell package (notewell/launcher/scripts/), beside its Python
-# fallback, and carries the version of that package: every request says which notewell
-# asks, so a daemon left running from before an upgrade notices (it restarts itself into
-# the new version; the Python client shows that) instead of answering the wrong way.
+# fallback, and the Alfred workflow carries a copy of it (no Python path is baked into the
+# workflow, so a Python upgrade that moves the package changes nothing). It carries the
+# version of the package it came from: every request says which notewell asks, so a
+# daemon of another version notices (one older than its installation restarts itself into
+# it; the Python client shows that) instead of answering the wrong way.
 #
-# Environment: NOTEWELL_HOME (as everywhere); NOTEWELL_PYTHON and NOTEWELL_CLIENT, the
-# interpreter and Python client it falls back to (default: the checkout's .venv, else the
-# virtualenv this package is installed in, else python3; and ./notewell-query beside this
-# file). tests/test_client_zsh.py checks it against the Python client byte for byte.
+# The socket: the daemon writes the path it listens on to notewell-socket in its home
+# (notewell.wire.paths.record_socket; a short path under /tmp when the home is too deep for
+# a socket address, which zsh could not work out without Python's hash).
+#
+# The fallback: beside the package's copy, its Python client (NOTEWELL_PYTHON and
+# NOTEWELL_CLIENT, default: the checkout's .venv, else the virtualenv this package is
+# installed in, else python3; and ./notewell-query beside this file). The workflow's copy has
+# none beside it: it runs the notewell recorded in the home (notewell-command, written by
+# `notewell serve`, `agent install` and `alfred build`) as `notewell alfred query QUERY`,
+# through notewell-run.zsh beside it.
+# Environment: NOTEWELL_HOME (as everywhere). tests/test_client_zsh.py checks it against the
+# Python client byte for byte.
 
 # Alfred sources this into a /bin/zsh that has read ~/.zshenv: what follows is parsed with
 # zsh's own options and no aliases (an option like ignore_braces would break `{fd}`). The
@@ -33,18 +44,24 @@ typeset -g _notewell_version=0.1.0
 
 _notewell_fallback() {
   [[ -n $fd ]] && exec {fd}>&-  # notewell_query's connection, if it opened one
-  # NOTEWELL_PYTHON, else a checkout's .venv (scripts/launcher/notewell/daemon/..), else
-  # the virtualenv whose lib/pythonX.Y/site-packages holds this package, else python3.
-  local python=${NOTEWELL_PYTHON:-$_notewell_here/../../../../.venv/bin/python}
-  [[ -x $python ]] || python=${_notewell_here:h:h:h:h:h:h}/bin/python
-  [[ -x $python ]] || python=python3
-  exec $python -IS ${NOTEWELL_CLIENT:-$_notewell_here/notewell-query} "$@"
+  if [[ -n $NOTEWELL_PYTHON || -n $NOTEWELL_CLIENT || -f $_notewell_here/notewell-query ]]
+  then
+    # NOTEWELL_PYTHON, else a checkout's .venv (scripts/launcher/notewell/daemon/..), else
+    # the virtualenv whose lib/pythonX.Y/site-packages holds this package, else python3.
+    local python=${NOTEWELL_PYTHON:-$_notewell_here/../../../../.venv/bin/python}
+    [[ -x $python ]] || python=${_notewell_here:h:h:h:h:h:h}/bin/python
+    [[ -x $python ]] || python=python3
+    exec $python -IS ${NOTEWELL_CLIENT:-$_notewell_here/notewell-query} "$@"
+  fi
+  _notewell_run query "$@"  # the workflow's copy
 }
 
-# The socket notewell.paths.socket_path() names, or nothing where only Python can tell
-# (a ~user home, a path too long for a socket: those go to the fallback).
-_notewell_socket() {
-  local home run user=$HOME
+# The home notewell.wire.paths.home() names, in REPLY; 1 where only Python can tell (a
+# ~user home, no $HOME, a relative XDG_DATA_HOME).
+_notewell_home() {
+  emulate -L zsh
+  setopt extended_glob
+  local home user=$HOME
   if [[ -n $NOTEWELL_HOME ]]; then
     home=$NOTEWELL_HOME
     if [[ $home == '~' || $home == '~/'* ]]; then
@@ -52,27 +69,32 @@ _notewell_socket() {
       home=$user${home#\~}
     fi
     [[ $home == '~'* ]] && return 1
-    home=${home:a}
-    run=$home/run
+    REPLY=${home:a}
   else
     [[ -n $user ]] || return 1
     if [[ $OSTYPE == darwin* ]]; then
-      home=${user%%/#}/Library/Application\ Support/notewell
-      run=$home/run
+      REPLY=${user%%/#}/Library/Application\ Support/notewell
     else
       local data=${XDG_DATA_HOME:-${user%%/#}/.local/share}
-      home=${data%%/#}/notewell
-      if [[ -n $XDG_RUNTIME_DIR ]]; then
-        run=${XDG_RUNTIME_DIR%%/#}/notewell
-      else
-        run=$home/run
-      fi
+      REPLY=${data%%/#}/notewell
     fi
   fi
-  # Relative XDG paths and the like: Python resolves those against its own rules.
-  [[ $run == /* ]] || return 1
-  REPLY=$run/notewell.sock
-  (( ${#REPLY} <= 103 ))  # sun_path: 104 bytes on macOS, with the NUL
+  [[ $REPLY == /* ]]
+}
+
+# The socket the daemon of this home listens on, as it recorded it (read without a fork).
+_notewell_socket() {
+  _notewell_home || return 1
+  local record=$REPLY/notewell-socket
+  [[ -r $record ]] || return 1
+  REPLY=$(<$record)
+  [[ $REPLY == /* ]]
+}
+
+# The workflow's copy falls back to, and its actions run, the installation the home
+# records: notewell-run.zsh beside this file, read only then (a keystroke parses none of it).
+_notewell_run() {
+  source $_notewell_here/notewell-run.zsh "$@"
 }
 
 # A msgpack str header for a string of $1 bytes.
@@ -157,4 +179,8 @@ notewell_query() {
   print -rn -- $REPLY
 }
 
+if (( $# > 1 )) && [[ $1 == --alfred-action ]]; then
+  shift
+  _notewell_run action "$@"
+fi
 notewell_query "$@"
