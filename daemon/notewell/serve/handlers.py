@@ -20,6 +20,7 @@ May import ``engine`` and what is below it, ``launcher.alfred`` (it renders Alfr
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -128,7 +129,8 @@ class Handlers:
             return error_reply("unknown_op", f"unknown op {req['op'][:40]!r}; "
                                f"known: {', '.join(sorted(self.ops))}")
         try:
-            return {"ok": True, "result": handler(req)}
+            with self._one_generation(req["op"]):
+                return {"ok": True, "result": handler(req)}
         except RequestError as e:
             return error_reply(e.code, str(e))
         except DateError as e:
@@ -167,6 +169,15 @@ class Handlers:
             f"({sys.executable}): "
             "run `notewell agent install` with the notewell you use, then "
             "`notewell alfred build`")
+
+    def _one_generation(self, op: str) -> contextlib.AbstractContextManager:
+        """An op on the index holds one index generation from here to its reply
+        (``Engine.reading``): a switch meanwhile neither mixes two files in its answer nor
+        closes the one it reads. The inline ops hold none (``sync`` may wait long)."""
+        engine = self.background.engine
+        if op in INLINE_OPS or engine is None:
+            return contextlib.nullcontext()
+        return engine.reading()
 
     def _ready_engine(self) -> Engine:
         bg = self.background
