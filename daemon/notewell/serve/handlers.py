@@ -76,7 +76,7 @@ class Handlers:
         self.request_stop = request_stop
         # Stop, then run the installation on disk in this process (``serve.daemon``).
         self.request_restart = request_restart
-        self._restarting = False
+        self._restart_lock = threading.Lock()  # taken once, by the first to restart
         self.clock = clock
         self.started = clock.time()
         # The newest query an Alfred client asked for: the stale-Enter guard compares an
@@ -156,8 +156,7 @@ class Handlers:
         what to run."""
         on_disk = installed_version()
         if on_disk is not None and on_disk != __version__ and self.request_restart:
-            if not self._restarting:
-                self._restarting = True
+            if self._restart_lock.acquire(blocking=False):  # two workers may ask at once
                 log.info("notewell %s is installed (this daemon runs %s): restarting",
                          on_disk, __version__)
                 threading.Timer(0.05, self.request_restart).start()
