@@ -51,11 +51,11 @@ def measure(size: int, n_queries: int, passes: int) -> dict:
         for q in queries:  # every text the model reads for these queries, embedded once
             engine.search(q, limit=20)
         times = []
-        for _ in range(passes):
-            engine.searcher = Searcher(engine.index, engine.embedder, engine.ranking)
+        for _ in range(passes):  # a fresh searcher each pass: its caches start empty
+            searcher = Searcher(engine.index, engine.embedder, engine.ranking)
             for q in queries:
                 start = time.perf_counter()
-                engine.search(q, limit=20)
+                searcher.search(q, limit=20)
                 times.append((time.perf_counter() - start) * 1000)
         engine.close()
     result = {"chunks": corpus.chunks, "n": len(times), "p50": statistics.median(times),

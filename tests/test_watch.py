@@ -297,37 +297,31 @@ def test_failing_syncs_back_off_and_show_as_lag_after_a_minute(tmp_path, folder)
         assert bg.watcher.next_due_in() == 5.0
 
 
-def test_a_rebuilt_index_is_switched_to_and_the_old_one_closed_30_s_later(tmp_path, folder):
+def test_a_rebuilt_index_is_switched_to_and_the_old_one_closed_when_its_last_reader_ends(
+        tmp_path, folder):
     clock = FakeClock()
     with stepped_background(tmp_path, folder, clock) as bg:
         engine = bg.engine
         old = engine.index
         newer, _ = rebuild_beside(engine.sources, FakeEmbedder(), engine.chunker,
                                   engine.index_dir)
-        closed: list[float] = []
-        close = old.close
-
-        def recording_close() -> None:
-            closed.append(clock.monotonic())
-            close()
-
-        old.close = recording_close
-        bg.step()  # nothing due: it looks for a newer generation
-        assert engine.index.path == newer and engine.index is not old
-        assert os.path.exists(old.path)  # a query may still be running on the old file
-        clock.advance(30.0)
-        bg.step()
-        assert not closed and os.path.exists(old.path)
-        clock.advance(0.125)
-        bg.step()
-        assert closed and not os.path.exists(old.path)
+        with engine.reading() as held:  # a request running on the old file
+            bg.step()  # nothing due: it looks for a newer generation, and switches
+            assert engine.generations.current.index.path == newer
+            assert held.index is old and engine.index is old  # the request keeps its own
+            clock.advance(3600.0)  # however long it runs
+            bg.step()
+            assert not held.closed and os.path.exists(old.path)
+            assert engine.search("alpha").hits
+        assert held.closed and not os.path.exists(old.path)
+        assert engine.index.path == newer and engine.search("alpha").hits
         assert bg.state == "ready"
 
 
 def test_after_an_upgrade_that_changes_the_chunker_the_loop_re_chunks_the_index(tmp_path,
                                                                               folder):
     """The daemon answers from the old file while it builds the new one beside, switches
-    to it, and closes the old one when no query can still hold it."""
+    to it, and closes the old one once no request holds it."""
     cfg = Config(sources=(SourceConfig("notes", "markdown", str(folder)),))
     before = Engine(cfg, embedder=FakeEmbedder(), index_dir=str(tmp_path / "idx"))
     before.sync()
@@ -348,10 +342,9 @@ def test_after_an_upgrade_that_changes_the_chunker_the_loop_re_chunks_the_index(
         assert engine.index is not old and engine.index.other_chunker is None
         assert engine.index.meta()["chunker"] == changed.fingerprint()
         assert [r["unchanged"] + r["added"] for r in bg.last_reports] == [2]
-        assert engine.search("alpha").hits and os.path.exists(old_path)
-        clock.advance(30.125)
-        bg.step()
-        assert not os.path.exists(old_path) and bg.state == "ready"
+        # Nothing held the old file: closed and deleted at the switch.
+        assert engine.search("alpha").hits and not os.path.exists(old_path)
+        assert bg.state == "ready"
     finally:
         bg.watcher.stop()
         engine.close()

@@ -2,6 +2,11 @@
 
 The daemon holds one ``Engine`` for its lifetime; CLI commands that run without a daemon
 make a short-lived one. Each CLI command is a thin wrapper over one method here.
+
+The index and its searcher come as one ``Generation`` (``search.generation``), which the
+engine's ``Generations`` owns: each read takes one for its whole run (a request can hold
+one across several reads with ``reading()``), and a switch to a new file retires the old
+one, closed when its last reader lets go.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import dataclasses
 import logging
 import os
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 
 from notewell import __version__
 from notewell.clock import SYSTEM_CLOCK, Clock
@@ -26,6 +31,7 @@ from notewell.model.embedding import Embedder
 from notewell.model.runtime import custom_embedder, default_embedder
 from notewell.notes import Hit, nfc
 from notewell.search import dates, filters
+from notewell.search.generation import Generation, Generations
 from notewell.search.query import Query, parse, typing_tag
 from notewell.search.ranking import Ranking
 from notewell.search.searcher import Searcher, SearchResult
@@ -66,18 +72,54 @@ class Engine:
         self.settings = BuildSettings(self.embedder.fingerprint(), self.embedder.dim,
                                       self.chunker.fingerprint())
         # A file cut by another chunker still answers until ``sync`` has re-chunked it.
-        self.index = store.open_current(self.settings, self.index_dir, other_chunker_ok=True)
-        self.searcher = Searcher(self.index, self.embedder, ranking)
+        index = store.open_current(self.settings, self.index_dir, other_chunker_ok=True)
+        self.generations = Generations(self._generation(index), self.index_dir)
+        self._held = threading.local()  # the generation this thread's request holds
         self.sources: list[Source] = [open_source(s) for s in config.sources]
         self._sync_lock = threading.Lock()
-        self._tag_counts: tuple[object, list[dict]] | None = None  # (index stamp, tags)
 
     def close(self) -> None:
-        self.index.close()
+        self.generations.close()
         for src in self.sources:
             close = getattr(src, "close", None)  # Bear's long-lived read-only connection
             if close is not None:
                 close()
+
+    # -- generations ------------------------------------------------------------------------
+
+    @property
+    def index(self) -> Index:
+        """The index of the generation this thread holds (``reading``), else the current
+        one's: for one-thread callers (CLI, tests) and the sync thread, which switches."""
+        return self._generation_now().index
+
+    @property
+    def searcher(self) -> Searcher:
+        """The searcher on ``index``, of the same generation."""
+        return self._generation_now().searcher
+
+    def _generation_now(self) -> Generation:
+        held = getattr(self._held, "gen", None)
+        return held if held is not None else self.generations.current
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[Generation]:
+        """Hold one generation for the ``with`` block: every read of this engine on this
+        thread inside it (and ``index``, ``searcher``) uses it, whatever switch happens
+        meanwhile. A request takes it once, at its start (``serve.handlers``)."""
+        held = getattr(self._held, "gen", None)
+        if held is not None:
+            yield held
+            return
+        with self.generations.use() as gen:
+            self._held.gen = gen
+            try:
+                yield gen
+            finally:
+                self._held.gen = None
+
+    def _generation(self, index: Index) -> Generation:
+        return Generation(index, Searcher(index, self.embedder, self.ranking))
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -96,7 +138,8 @@ class Engine:
             # Typed in the box: a notice with the accepted forms, and no results rather
             # than results the filter would not have allowed.
             return SearchResult(q, [], [str(e)])
-        return self.searcher.run(q, limit=limit, mode=mode)
+        with self.reading() as gen:
+            return gen.searcher.run(q, limit=limit, mode=mode)
 
     def new_notes(self, query: str) -> list[dict]:
         """How to create a note from ``query`` in each source's own app (its ``in:`` source
@@ -136,14 +179,16 @@ class Engine:
             modified_before=before if before is not None else q.modified_before)
 
     def similar(self, note_id: str, limit: int = 20) -> list[Hit]:
-        return self.searcher.similar(note_id, limit)
+        with self.reading() as gen:
+            return gen.searcher.similar(note_id, limit)
 
     def recent(self, limit: int = 10, source: str | None = None, tags: Sequence[str] = (),
                modified_after: DateBound = None, modified_before: DateBound = None
                ) -> SearchResult:
         """The most recently modified notes, newest first, within the filters."""
         q = self.filtered(parse(""), tags, source, modified_after, modified_before)
-        return self.searcher.run(q, limit=limit)
+        with self.reading() as gen:
+            return gen.searcher.run(q, limit=limit)
 
     def note(self, note_id: str, heading: str | None = None, offset: int = 0,
              max_chars: int = requests.PAGE_CHARS) -> dict:
@@ -154,7 +199,8 @@ class Engine:
         Raises ``NoteNotFound``, ``HeadingNotFound``, ``requests.BadArguments``."""
         requests.request_args("note", {"note_id": note_id, "heading": heading,
                                        "offset": offset, "max_chars": max_chars})
-        record = self.index.reads.note_record(note_id)
+        with self.reading() as gen:
+            record = gen.index.reads.note_record(note_id)
         src = next((s for s in self.sources if record and s.name == record.source), None)
         if record is None or src is None:
             raise NoteNotFound(f"no note with id {note_id[:200]!r}; note ids come from "
@@ -203,7 +249,9 @@ class Engine:
         (``work`` of ``work/project``) counting the notes of all their children once;
         by tag. ``prefix`` keeps the tags that start with it (any case, ``#`` ignored)."""
         notes: dict[str, set[int]] = {}
-        for tag, note in self.index.reads.tag_notes():
+        with self.reading() as gen:
+            tagged = gen.index.reads.tag_notes()
+        for tag, note in tagged:
             parts = tag.split("/")
             for n in range(1, len(parts) + 1):
                 notes.setdefault("/".join(parts[:n]), set()).add(note)
@@ -219,22 +267,29 @@ class Engine:
         prefix = typing_tag(query)
         if prefix is None:
             return None
-        # Every keystroke of "#wor" asks: the counts are kept until the index changes.
-        stamp = self.index.reads.content_stamp()
-        kept = self._tag_counts
-        if kept is None or kept[0] != stamp:
-            every = self.tags()
-            parents = {t["tag"].rsplit("/", 1)[0] for t in every if "/" in t["tag"]}
-            for t in every:
-                t["nested"] = t["tag"] in parents
-            every.sort(key=lambda t: (-t["notes"], t["tag"]))
-            kept = self._tag_counts = (stamp, every)
-        found = [dict(t) for t in kept[1] if t["tag"].startswith(prefix)]
+        # Every keystroke of "#wor" asks: the counts are kept (by the generation, for
+        # every thread) until the index changes, and never changed once made.
+        with self.reading() as gen:
+            every = gen.remember("tag_counts", gen.index.reads.content_stamp(),
+                                 self._tag_counts)
+        found = [dict(t) for t in every if t["tag"].startswith(prefix)]
         return found[:limit] or None
 
+    def _tag_counts(self) -> tuple[dict, ...]:
+        every = self.tags()
+        parents = {t["tag"].rsplit("/", 1)[0] for t in every if "/" in t["tag"]}
+        for t in every:
+            t["nested"] = t["tag"] in parents
+        every.sort(key=lambda t: (-t["notes"], t["tag"]))
+        return tuple(every)
+
     def status(self) -> dict:
-        counts = self.index.counts()
-        rows = {r["name"]: r for r in self.index.source_rows()}
+        with self.reading() as gen:
+            return self._status(gen.index)
+
+    def _status(self, index: Index) -> dict:
+        counts = index.counts()
+        rows = {r["name"]: r for r in index.source_rows()}
         sources = []
         for src in self.sources:
             row = rows.get(src.name, {})
@@ -254,28 +309,28 @@ class Engine:
             "embeddings": counts["embeddings"],
             "model": self.embedder.fingerprint(),
             # What cut the live index: until a sync re-chunks it, maybe not ``chunker``.
-            "chunker": self.index.other_chunker or self.chunker.fingerprint(),
-            "re_chunking": self.index.other_chunker is not None,
+            "chunker": index.other_chunker or self.chunker.fingerprint(),
+            "re_chunking": index.other_chunker is not None,
             "index_version": SCHEMA_VERSION,
-            "index_path": self.index.path,
-            "index_bytes": _size(self.index.path),
+            "index_path": index.path,
+            "index_bytes": _size(index.path),
             "sources": sources,
             "last_sync": max(syncs) if syncs else None,
-            "in_memory": self.index.copies.nbytes(),
+            "in_memory": index.copies.nbytes(),
         }
 
     # -- writes -----------------------------------------------------------------------------
 
     def sync(self, progress: bool | ProgressBars = False,
              should_stop: Callable[[], bool] = lambda: False,
-             only: str | Collection[str] | None = None, close_old: bool = True,
+             only: str | Collection[str] | None = None,
              rebuild_all: bool = False) -> list[SyncReport]:
         """Bring the index up to date with every source (or those named in ``only``).
         An index cut by another chunker (an upgrade changed it) is rebuilt beside from
         every source instead, embedding only the passages whose text changed, and this
-        engine switches to it (``reopen``'s ``close_old``); so is any index with
-        ``rebuild_all`` (``notewell index --rebuild`` sent to the daemon), unless a
-        configured source cannot be read. The caller holds ``index.writer``'s lock."""
+        engine switches to it (``reopen``); so is any index with ``rebuild_all``
+        (``notewell index --rebuild`` sent to the daemon), unless a configured source
+        cannot be read. The caller holds ``index.writer``'s lock."""
         if isinstance(only, str):
             only = {only}
         if rebuild_all or self.index.other_chunker is not None:
@@ -292,7 +347,7 @@ class Engine:
                                          self.index_dir, progress, should_stop,
                                          keep_if_failed=keep)
             if final is not None:
-                self.reopen(final, close_old=close_old)
+                self.reopen(final)
             return reports
         with self._sync_lock:
             syncer = Syncer(self.index, self.embedder, self.chunker, should_stop)
@@ -311,20 +366,18 @@ class Engine:
                 log.info("source %s is no longer configured; dropping its notes", name)
                 self.index.drop_source(name)
 
-    def reopen(self, path: str | None = None, close_old: bool = True) -> None:
-        """Switch to another index file. ``close_old=False`` leaves the old one open (and
-        on disk) for queries still running on it; the caller closes it later (the daemon
-        does: closing a connection another thread is using raises)."""
-        old = self.index
-        self.index = Index(path or store.current_path(self.index_dir), self.settings)
-        self.searcher = Searcher(self.index, self.embedder, self.ranking)
-        if close_old:
-            old.close()
-            store.remove_old(self.index_dir, keep=self.index.path)
+    def reopen(self, path: str | None = None) -> None:
+        """Switch to another index file: a new generation, in one swap. The old one is
+        closed, and its file deleted, when the last request holding it lets go (at once
+        if none does). Raises ``IndexMismatch`` (another model's file) and keeps the old."""
+        old = self.generations.current.index
+        index = Index(path or store.current_path(self.index_dir), self.settings,
+                      old.copies.settings)  # a one-shot engine's copies stay off
+        self.generations.switch(self._generation(index))
 
     def newer_generation(self) -> str | None:
         current = store.current_path(self.index_dir)
-        return current if current != self.index.path else None
+        return current if current != self.generations.current.index.path else None
 
 
 def embedder_for(config: Config) -> Embedder:

@@ -9,6 +9,11 @@ rows no other connection sees) and otherwise in a background thread of its own, 
 copy at a time, while SQLite answers. ``Copies`` decides only whether a copy is current
 enough to use; ``reads.Reads`` asks it, and answers from SQLite when it says no.
 
+Threads: query threads, the sync thread (``follow``) and the loader threads all read and
+replace the copies. A copy is never changed once published, except the vector copy's
+appends (``VectorCache`` has its own lock); the references to them, and the loaders
+running, are replaced under ``Copies._lock``, and read once into a local by each use.
+
 May import ``index.sql`` (the rows a copy is read from), ``index.keywords``,
 ``index.terms``, ``index.vector_cache`` and ``memory``; never ``index.database`` (the
 ``Index`` hands in its connections).
@@ -35,8 +40,9 @@ from notewell.priority import lower_this_thread
 
 @dataclass
 class CopySettings:
-    """How an index uses its in-memory copies. May be changed on an open index: tests and
-    benchmarks switch a copy off to compare with what SQLite answers."""
+    """How an index uses its in-memory copies. Set by whoever opens the index, before its
+    first query (a one-shot CLI engine turns the copies off); tests and benchmarks also
+    switch a copy off on an open index, from their one thread, to compare with SQLite."""
 
     # Whether k-NN and vectors by id come from the vector copy (else sqlite-vec), and BM25,
     # ids and coverage from the keyword copy (else FTS5 and SQL). One-shot commands turn
@@ -84,14 +90,25 @@ class Copies:
         self._vectors: VectorCache | None = None
         self._keywords: KeywordIndex | None = None
         self._vocab: Vocabulary | None = None
+        # Guards the three references above, _loading and _epoch_seen (see the module).
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Thread] = {}  # background loads by name
         self._epoch_seen: tuple[str, float] = ("", 0.0)
-        self._closed = False
+        self._closed = threading.Event()  # one way: once closed, never open again
 
     def close(self) -> None:
         """Stop using the copies; a background load stops at its next batch."""
-        self._closed = True
+        self._closed.set()
+
+    def _publish(self, name: str, copy: object, replacing: object = None,
+                 only_if: bool = False) -> None:
+        """Make ``copy`` the one held as ``name`` (``_vectors``, ``_keywords``, ``_vocab``);
+        with ``only_if``, only if ``replacing`` is still the one held (another thread may
+        have published a newer one meanwhile). Nothing is published once closed."""
+        with self._lock:
+            if self._closed.is_set() or (only_if and getattr(self, name) is not replacing):
+                return
+            setattr(self, name, copy)
 
     @property
     def vector_copy(self) -> VectorCache | None:
@@ -113,7 +130,7 @@ class Copies:
         many (a bulk sync) it answers without the newest while they load in the
         background; after a deletion (a new epoch) it is not used until reloaded. A small
         index (or ":memory:") is read here and now."""
-        if self._closed or not self.settings.vectors:
+        if self._closed.is_set() or not self.settings.vectors:
             return None
         db = self._db()
         epoch, max_id = sql.vector_state(db)
@@ -126,15 +143,15 @@ class Copies:
                 return cache
         if self.path == ":memory:" or max_id <= self.settings.vector_load_inline:
             with self._lock:
-                self._vectors = self._read_vectors(db)
-            return self._vectors
+                self._vectors = cache = self._read_vectors(db)
+            return cache
         self.warm_vectors()
         return cache if cache is not None and cache.epoch == epoch else None
 
     def warm_vectors(self, wait: bool = False) -> None:
         """Load (or bring up to date) the vector copy in a background thread; a daemon
         calls this at start so the first query does not pay for it."""
-        if self.path == ":memory:" or self._closed or not self.settings.vectors:
+        if self.path == ":memory:" or self._closed.is_set() or not self.settings.vectors:
             return
         self._in_background("vectors", self._load_vectors, wait)
 
@@ -142,9 +159,9 @@ class Copies:
         cache = self._vectors
         epoch, _ = sql.vector_state(conn)
         if cache is None or cache.epoch != epoch or not self._pull(cache, conn):
-            cache = self._read_vectors(conn, lambda: self._closed)
-            if cache is not None:
-                self._vectors = cache
+            fresh = self._read_vectors(conn, self._closed.is_set)
+            if fresh is not None:
+                self._publish("_vectors", fresh)
 
     def _pull(self, cache: VectorCache, db: apsw.Connection) -> bool:
         """Append vectors newer than the cache's; ``False`` if the epoch moved meanwhile."""
@@ -181,7 +198,7 @@ class Copies:
     def keywords(self) -> KeywordIndex | None:
         """The keyword copy if it matches the index now; else None (FTS5 answers) while a
         new one is built behind."""
-        if self._closed or not self.settings.keywords:
+        if self._closed.is_set() or not self.settings.keywords:
             return None
         epoch, now = sql.chunks_epoch(self._db()), self._clock.monotonic()
         copy = self._keywords
@@ -190,25 +207,27 @@ class Copies:
         # Rebuild once the chunks have been still for a moment: during a burst of edits
         # a rebuild would compete with the syncs (one edit in 10,000 notes became
         # searchable in 0.76 s instead of 0.3) and be stale before it finished.
-        if self._epoch_seen[0] != epoch:
-            self._epoch_seen = (epoch, now)
-        if copy is None or now - self._epoch_seen[1] >= self.settings.keywords_quiet:
+        with self._lock:
+            if self._epoch_seen[0] != epoch:
+                self._epoch_seen = (epoch, now)
+            seen = self._epoch_seen[1]
+        if copy is None or now - seen >= self.settings.keywords_quiet:
             self.warm_keywords()
         return None
 
     def warm_keywords(self, wait: bool = False) -> None:
         """Build the keyword copy (in the background unless ``wait``)."""
-        if self._closed or not self.settings.keywords:
+        if self._closed.is_set() or not self.settings.keywords:
             return
         if self.path == ":memory:":  # no other connection sees its rows: build here
-            self._keywords = _read_keywords(self._db())
+            self._publish("_keywords", _read_keywords(self._db()))
             return
         self._in_background("keywords", self._load_keywords, wait)
 
     def _load_keywords(self, conn: apsw.Connection) -> None:
-        copy = _read_keywords(conn, lambda: self._closed)
+        copy = _read_keywords(conn, self._closed.is_set)
         if copy is not None:
-            self._keywords = copy
+            self._publish("_keywords", copy)
 
     def follow(self, before: str, removed: Sequence[int], added: Sequence[keywords.Row]
                ) -> None:
@@ -221,7 +240,7 @@ class Copies:
         db = self._db()
         moved = copy.with_changes(removed, added, Tokens(db), sql.chunks_epoch(db))
         if moved is not None:  # else too much changed: stale, rebuilt once writes settle
-            self._keywords = moved
+            self._publish("_keywords", moved, replacing=copy, only_if=True)
 
     def vocabulary(self) -> Vocabulary:
         """The indexed terms with their document frequencies (``terms.Vocabulary``).
@@ -235,19 +254,21 @@ class Copies:
         copy = self._keywords if self.settings.keywords else None
         inline = self.settings.vocab_load_inline
         if copy is not None and (copy.epoch == stamp or copy.chunks > inline):
-            self._vocab = None  # the copy's own serves; no second list of every term
+            if self._vocab is not None:  # the copy's own serves: no second list of terms
+                self._publish("_vocab", None)
             return copy.vocabulary()
         vocab = self._vocab
         if vocab is not None and vocab.stamp == stamp:
             return vocab
         if vocab is None or vocab.chunks <= inline or self.path == ":memory:":
-            self._vocab = read_vocabulary(db, stamp)
-            return self._vocab
+            vocab = read_vocabulary(db, stamp)
+            self._publish("_vocab", vocab)
+            return vocab
         self._in_background("vocabulary", self._load_vocabulary)
         return vocab
 
     def _load_vocabulary(self, conn: apsw.Connection) -> None:
-        self._vocab = read_vocabulary(conn, sql.chunks_epoch(conn))
+        self._publish("_vocab", read_vocabulary(conn, sql.chunks_epoch(conn)))
 
     # -- background loads ---------------------------------------------------------------------
 

@@ -122,11 +122,16 @@ def remove_old(directory: str | None = None, keep: str | None = None) -> list[st
     for _, path in gens:
         if path == keep:
             break
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(path + suffix)
+        remove_file(path)
         removed.append(path)
     return removed
+
+
+def remove_file(path: str) -> None:
+    """Delete one index file with its WAL files (a retired generation, once closed)."""
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path + suffix)
 
 
 def kept_vectors_path(directory: str, embedder: str) -> str:

@@ -4,10 +4,15 @@ Owns the engine's states (``starting``, ``warming``, ``ready``, ``rebuilding`` a
 damaged index was moved aside, ``error``), the ``ChangeWatcher`` and its debounce, sync
 rounds (one writer: ``notewell sync --wait`` waits for a round rather than syncing itself),
 the retry backoff of failing sources, the lag behind the sources (``lag``, shown once it
-exceeds ``BEHIND_AFTER``), and switching to a newer index generation, with the replaced
-index closed ``RETIRED_FOR`` seconds later. Every time it reads comes from an injectable
-``Clock``, so tests drive debounce, backoff, lag and retirement with a fake one; the thread
-itself only runs ``step`` whenever the watcher, a request or ``poll_seconds`` wakes it.
+exceeds ``BEHIND_AFTER``), and switching to a newer index generation (``Engine.reopen``:
+the replaced one closes when the last request holding it lets go). Every time it reads
+comes from an injectable ``Clock``, so tests drive debounce, backoff and lag with a fake
+one; the thread itself only runs ``step`` whenever the watcher, a request or
+``poll_seconds`` wakes it.
+
+Threads: this one writes everything here; handler threads read ``state``, ``problem``,
+``last_reports`` (each replaced whole, never changed in place) and ``lag()`` and
+``errors`` (the per-source dicts, read and written under ``_lock``).
 
 May import ``engine`` and what is below it (``index``, ``ingest``, ``memory``); nothing
 else of ``serve``.
@@ -22,8 +27,7 @@ from collections.abc import Callable, Iterable
 
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.engine import Engine
-from notewell.index import store, writer
-from notewell.index.database import Index
+from notewell.index import writer
 from notewell.index.schema import IndexMismatch, IndexProblem
 from notewell.ingest.progress import Relay
 from notewell.ingest.sync import SyncReport
@@ -34,7 +38,6 @@ from notewell.priority import lower_this_thread
 log = logging.getLogger(__name__)
 
 BEHIND_AFTER = 60.0  # seconds of unapplied changes (or failing syncs) before results say so
-RETIRED_FOR = 30.0  # seconds a replaced index stays open for queries that started on it
 MAX_RETRY_DELAY = 60.0  # the longest a failing source waits for its next try
 WRITER = "the notewell daemon"  # what a command waiting for the index's writer lock is told
 
@@ -65,12 +68,13 @@ class Background:
         self.last_reports: list[dict] = []
         # Per source: since when (wall clock) the index has lagged it (changes taken for a
         # sync that has not succeeded yet, or failing syncs), and the last sync error.
+        # Written by this thread, read by handler threads (``lag``): under ``_lock``.
+        self._lock = threading.Lock()
         self.behind: dict[str, float] = {}
         self.errors: dict[str, str] = {}
-        self._failures: dict[str, int] = {}
+        self._failures: dict[str, int] = {}  # this thread's only
         self.sync_now = threading.Event()
         self._thread: threading.Thread | None = None
-        self._retired: list[tuple[float, Index]] = []  # replaced indexes, closed later
         # Rounds of sync: `sync --wait` waits for one that starts after it asked, so the
         # index has one writer and the request holds no worker meanwhile. Under the same
         # condition: whether the next round rebuilds, and who gets its progress events.
@@ -171,7 +175,6 @@ class Background:
             self._sync_once(due)
         else:
             self._switch_generation()
-            self._close_retired()
 
     def wake(self) -> None:
         self.sync_now.set()
@@ -225,7 +228,8 @@ class Background:
                 if on_progress is not None:
                     self._listeners.remove(listen)
         if self.last_reports is before:
-            errors = "; ".join(f"{k}: {v}" for k, v in self.errors.items())
+            with self._lock:
+                errors = "; ".join(f"{k}: {v}" for k, v in self.errors.items())
             raise SyncError("sync_failed", errors or "the sync failed; see the log")
         return self.last_reports
 
@@ -238,9 +242,10 @@ class Background:
         only = set(due) if due is not None and not rebuild else None
         names = only if only is not None else {s.name for s in engine.sources}
         now = self.clock.time()
-        for name in names:
-            first = (due or {}).get(name, now)
-            self.behind[name] = min(self.behind.get(name, first), first)
+        with self._lock:
+            for name in names:
+                first = (due or {}).get(name, now)
+                self.behind[name] = min(self.behind.get(name, first), first)
         try:
             # The index's one writer: a command writing without the daemon (it started
             # meanwhile) finishes first, and its rebuild is switched to before writing.
@@ -248,12 +253,10 @@ class Background:
                              should_stop=self.stop_event.is_set):
                 self._waiting(None)
                 self._switch_generation()
-                old = engine.index
+                # Rebuilt or re-chunked, the index is a new generation (Engine.reopen).
                 reports = engine.sync(progress=self._progress_bar,
                                       should_stop=self.stop_event.is_set, only=only,
-                                      close_old=False, rebuild_all=rebuild)
-                if engine.index is not old:  # rebuilt or re-chunked: a new generation
-                    self._retired.append((self.clock.monotonic(), old))
+                                      rebuild_all=rebuild)
             self.last_reports = [r.to_dict() for r in reports]
             self.note_reports(reports)
             for r in reports:
@@ -264,27 +267,30 @@ class Background:
         except writer.Stopped:
             pass  # stopping while another process wrote: nothing done, nothing lost
         except Exception as e:
-            for name in names:
-                self.errors[name] = f"{type(e).__name__}: {e}"
+            with self._lock:
+                for name in names:
+                    self.errors[name] = f"{type(e).__name__}: {e}"
             log.exception("sync failed; will retry")
             self._retry_later(names)
-        self._close_retired()
         self._end_round(reports_before, complete=names >= {s.name for s in engine.sources})
 
     def note_reports(self, reports: Iterable[SyncReport]) -> None:
         """Record what a sync did: a failed source is retried later and lags from now on
         (if not already), a stopped one lags, a successful one no longer does."""
-        for r in reports:
-            if r.error:
-                self.errors[r.source] = r.error
-                self.behind.setdefault(r.source, self.clock.time())
-                self._retry_later([r.source])
-            elif r.pending:
-                self.behind.setdefault(r.source, self.clock.time())
-            else:
-                self.errors.pop(r.source, None)
-                self.behind.pop(r.source, None)
-                self._failures.pop(r.source, None)
+        failed = []
+        with self._lock:
+            for r in reports:
+                if r.error:
+                    self.errors[r.source] = r.error
+                    self.behind.setdefault(r.source, self.clock.time())
+                    failed.append(r.source)
+                elif r.pending:
+                    self.behind.setdefault(r.source, self.clock.time())
+                else:
+                    self.errors.pop(r.source, None)
+                    self.behind.pop(r.source, None)
+                    self._failures.pop(r.source, None)
+        self._retry_later(failed)
 
     def _retry_later(self, names: Iterable[str]) -> None:
         # Backoff: poll_seconds after the first failure, doubling up to 16 times that, and
@@ -339,7 +345,8 @@ class Background:
     def lag(self) -> dict | None:
         """How far behind its sources the index is, once that exceeds ``BEHIND_AFTER``:
         ``minutes``, the ``sources`` concerned and the last ``error`` among them."""
-        since = dict(self.behind)
+        with self._lock:  # the sync thread changes both dicts meanwhile
+            since, known = dict(self.behind), dict(self.errors)
         if self.watcher is not None:
             for name, t in self.watcher.dirty_since().items():
                 since[name] = min(t, since.get(name, t))
@@ -347,7 +354,7 @@ class Background:
         late = {n: t for n, t in since.items() if now - t >= BEHIND_AFTER}
         if not late:
             return None
-        errors = {n: self.errors[n] for n in late if n in self.errors}
+        errors = {n: known[n] for n in late if n in known}
         return {"minutes": int((now - min(late.values())) // 60),
                 "sources": sorted(late),
                 "error": next(iter(errors.items()), None)}
@@ -369,10 +376,10 @@ class Background:
         newer = engine.newer_generation()
         if newer and newer != self._other_model:
             log.info("switching to rebuilt index %s", newer)
-            old = engine.index
-            # Queries may be running on the old file: it is closed (and deleted) later.
+            # Queries may be running on the old file: it is closed (and deleted) when the
+            # last of them is done.
             try:
-                engine.reopen(newer, close_old=False)
+                engine.reopen(newer)
             except IndexMismatch as e:
                 # Rebuilt with another model ([model] in config.toml): this daemon's model
                 # cannot search it, so it keeps serving the index it has until restarted.
@@ -380,22 +387,3 @@ class Background:
                 log.warning("%s was rebuilt with another model; this daemon keeps serving "
                             "the previous index: run `notewell agent restart` (%s)", newer, e)
                 return
-            self._retired.append((self.clock.monotonic(), old))
-
-    def _close_retired(self) -> None:
-        # Old index connections may still be in use by a query that started before the
-        # switch; they are closed a while later, when no query can still hold them.
-        now = self.clock.monotonic()
-        keep = []
-        closed = False
-        for when, index in self._retired:
-            if now - when > RETIRED_FOR:
-                with contextlib.suppress(Exception):
-                    index.close()
-                closed = True
-            else:
-                keep.append((when, index))
-        self._retired = keep
-        if closed and not keep and self.engine is not None:
-            with contextlib.suppress(OSError):
-                store.remove_old(self.engine.index_dir, keep=self.engine.index.path)

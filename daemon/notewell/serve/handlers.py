@@ -20,6 +20,7 @@ May import ``engine`` and what is below it, ``launcher.alfred`` (it renders Alfr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -81,11 +82,11 @@ class Handlers:
         self.request_stop = request_stop
         # Stop, then run the installation on disk in this process (``serve.daemon``).
         self.request_restart = request_restart
-        self._restarting = False
         # (mtime of the package's __init__.py, the version it says), replaced whole: the
         # Alfred workflow carries its own client, which asks as the old version after an
         # upgrade in place, so the files on disk are looked at too (``_upgraded``).
         self._on_disk: tuple[int, str | None] = (0, __version__)
+        self._restart_lock = threading.Lock()  # taken once, by the first to restart
         self.clock = clock
         self.started = clock.time()
         # The newest query an Alfred client asked for: the stale-Enter guard compares an
@@ -142,7 +143,8 @@ class Handlers:
         try:
             if req["op"] in STREAMING_OPS:
                 return {"ok": True, "result": handler(req, send)}  # type: ignore[call-arg]
-            return {"ok": True, "result": handler(req)}
+            with self._one_generation(req["op"]):
+                return {"ok": True, "result": handler(req)}
         except RequestError as e:
             return error_reply(e.code, str(e))
         except DateError as e:
@@ -179,8 +181,7 @@ class Handlers:
         what to run."""
         on_disk = installed_version()
         if on_disk is not None and on_disk != __version__ and self.request_restart:
-            if not self._restarting:
-                self._restarting = True
+            if self._restart_lock.acquire(blocking=False):  # two workers may ask at once
                 log.info("notewell %s is installed (this daemon runs %s): restarting",
                          on_disk, __version__)
                 threading.Timer(0.05, self.request_restart).start()
@@ -192,6 +193,15 @@ class Handlers:
             f"({sys.executable}): "
             "run `notewell agent install` with the notewell you use, then "
             "`notewell alfred build`")
+
+    def _one_generation(self, op: str) -> contextlib.AbstractContextManager:
+        """An op on the index holds one index generation from here to its reply
+        (``Engine.reading``): a switch meanwhile neither mixes two files in its answer nor
+        closes the one it reads. The inline ops hold none (``sync`` may wait long)."""
+        engine = self.background.engine
+        if op in INLINE_OPS or engine is None:
+            return contextlib.nullcontext()
+        return engine.reading()
 
     def _ready_engine(self) -> Engine:
         bg = self.background
