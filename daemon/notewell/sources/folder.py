@@ -104,6 +104,8 @@ def walk(root: str, skip_dirs: frozenset[str], excluded: Callable[[str], bool],
             except FileNotFoundError:
                 continue
             except OSError as e:
+                if e.errno == errno.ELOOP:
+                    continue  # a symlink loop (a-link.md -> b-link.md -> a-link.md): no note
                 # Neither listed nor known to be gone: kept like a folder that cannot be read.
                 out.unreadable[rel] = e
     return out
