@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import sys
 
@@ -329,3 +330,35 @@ def test_an_upgrade_is_kept_when_compacting_after_it_fails(tmp_path, monkeypatch
     assert new.reads.knn(v[3], 1)[0][0] == 4  # the fourth vector stored, found after the move
     new.close()
     assert "could not compact" in caplog.text and "disk is full" in caplog.text
+
+
+def test_carry_notes_copies_the_kept_notes_rows_and_vectors(tmp_path, fake_embedder):
+    """A rebuild takes the rows of notes it cannot read from the live file: the same
+    passages, tags, dates and vectors, linked one to one; only the notes asked for."""
+    live = Index(str(tmp_path / "live.sqlite"), SETTINGS)
+    kept = dataclasses.replace(_note("s:a", "# Vacuum\n\npostgres vacuum analyze planner",
+                                     ["db/pg"]), created=1.0e9, modified=1.5e9)
+    _store(live, fake_embedder, kept)
+    _store(live, fake_embedder, _note("s:b", "banana bread recipe with walnuts"))
+    live.checkpoint()
+    fresh = Index(str(tmp_path / "fresh.sqlite"), SETTINGS)
+    assert fresh.carry_notes(live.path, "s", lambda n: n == "s:a") == 1
+    assert fresh.carry_notes(live.path, "other", lambda n: True) == 0
+    assert fresh.consistency_problems() == []
+    assert set(fresh.stored_notes("s")) == {"s:a"}
+    row = fresh.reads.note_record("s:a")
+    assert (row.modified, row.title) == (1.5e9, "a")
+    assert fresh.reads.tag_notes() and [t for t, _ in fresh.reads.tag_notes()] == ["db/pg"]
+    q = fake_embedder.embed_batch(["postgres vacuum"])[0]
+    assert fresh.reads.knn(q, 1)[0][1] == live.reads.knn(q, 1)[0][1]
+    assert len(fresh.reads.fts5_bm25('"vacuum"', 5)) == 1
+    # Read again once it can be: another fingerprint and content hash than any file's.
+    assert fresh.stored_notes("s")["s:a"].fingerprint == ""
+    assert fresh.stored_notes("s")["s:a"].content_hash == ""
+    # Another model's file has no vectors to give: nothing carried, and the caller knows.
+    other = Index(str(tmp_path / "other.sqlite"), BuildSettings("other:64", 64,
+                                                                SETTINGS.chunker))
+    assert other.carry_notes(live.path, "s", lambda n: True) is None
+    assert other.counts()["notes"] == 0
+    for index in (live, fresh, other):
+        index.close()

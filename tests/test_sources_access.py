@@ -217,3 +217,47 @@ def test_notewell_index_and_status_say_it(folder, monkeypatch, home, capsys):
     assert main(["status", "--json"], embedder=FakeEmbedder) == 0
     row = json.loads(capsys.readouterr().out)["sources"][0]
     assert row["notes"] == 4 and str(folder / "work") in row["last_error"]
+
+
+def test_an_unreadable_subfolder_keeps_its_notes_through_a_rebuild(tmp_path, folder,
+                                                                  monkeypatch):
+    """A full rebuild (the daemon's rebuild_all round, `notewell index --rebuild`) carries
+    the unreadable folder's rows over from the live index and is published; the error
+    still says which folder, and nothing is embedded for the carried notes."""
+    engine = engine_for(tmp_path, folder)
+    engine.sync()
+    before, first = ids(engine), engine.index.path
+    deny(monkeypatch, folder / "work")
+    engine.embedder.texts.clear()
+    [report] = engine.sync(rebuild_all=True)
+    assert engine.index.path != first  # published
+    assert ids(engine) == before and report.carried == 2 and report.deleted == 0
+    assert str(folder / "work") in report.error
+    assert source_status(engine)["last_error"] == report.error
+    assert [h.note_id for h in engine.search("deep archive", mode="bm25").hits] == [
+        "notes:work/deep/c.md"]
+    assert not [t for t in engine.embedder.texts if "Bravo" in t or "Charlie" in t]
+    # Access back: read again, as the carried rows ask; nothing embedded.
+    monkeypatch.undo()
+    engine.embedder.texts.clear()
+    [report] = engine.sync()
+    assert report.error is None and (report.updated, report.unchanged) == (2, 2)
+    assert engine.embedder.texts == [] and ids(engine) == before
+    engine.close()
+
+
+def test_notewell_index_rebuild_with_an_unreadable_subfolder_is_published(
+        folder, monkeypatch, home, capsys):
+    config.save(Config(sources=(SourceConfig("notes", "markdown", str(folder)),)))
+    assert main(["index"], embedder=FakeEmbedder) == 0
+    deny(monkeypatch, folder / "work")
+    main(["index", "--rebuild"], embedder=FakeEmbedder)
+    out = capsys.readouterr()
+    assert "not rebuilt" not in out.err and str(folder / "work") in out.out + out.err
+    assert main(["status", "--json"], embedder=FakeEmbedder) == 0
+    row = json.loads(capsys.readouterr().out)["sources"][0]
+    assert row["notes"] == 4 and str(folder / "work") in row["last_error"]
+    assert main(["search", "--json", "--mode", "bm25", "quarterly report"],
+                embedder=FakeEmbedder) == 0
+    hits = json.loads(capsys.readouterr().out)
+    assert [h["note_id"] for h in hits] == ["notes:work/b.md"]

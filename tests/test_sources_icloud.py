@@ -16,8 +16,10 @@ from notewell import config
 from notewell.cli import main
 from notewell.config import Config, SourceConfig
 from notewell.engine import Engine
+from notewell.ingest.chunking import ChunkSettings
 from notewell.model.fake import FakeEmbedder
 from notewell.sources import folder as listing
+from notewell.wire import paths
 from pdf_fixture import write_pdf
 
 NOTES = {
@@ -171,4 +173,57 @@ def test_a_loose_pdf_in_icloud_keeps_its_rows(tmp_path, root, monkeypatch):
     assert (report.deleted, report.offloaded) == (0, 1)
     assert engine.sources[0].pdfs.reads == reads
     assert found(engine, "tenancy agreement") == ["notes:scan.pdf"]
+    engine.close()
+
+
+def test_an_offloaded_note_survives_a_rebuild_and_nothing_is_embedded_for_it(
+        root, home, monkeypatch, capsys):
+    """`notewell index --rebuild` (no daemon) carries the offloaded notes' rows over from
+    the live index: still found, never opened, nothing embedded for them."""
+    config.save(Config(sources=(SourceConfig("notes", "markdown", str(root)),)))
+    assert main(["index"], embedder=FakeEmbedder) == 0
+    (root / "a.md").unlink()
+    (root / ".a.md.icloud").write_bytes(b"bplist00")
+    offload(monkeypatch, root / "trips/c.md")
+    seen = opened(monkeypatch)
+    model = RecordingEmbedder()
+    assert main(["index", "--rebuild"], embedder=lambda: model) == 0
+    assert "not rebuilt" not in capsys.readouterr().err
+    assert not [p for p in seen if p.endswith(("a.md", "c.md"))]
+    assert not [t for t in model.texts if "Alpha" in t or "Charlie" in t]
+    engine = Engine(config.load(), embedder=FakeEmbedder(), index_dir=paths.index_dir())
+    try:
+        assert ids(engine) == {"notes:a.md", "notes:trips/b.md", "notes:trips/c.md"}
+        assert found(engine, "garden shed") == ["notes:a.md"]
+        assert found(engine, "night train") == ["notes:trips/c.md"]
+        assert engine.status()["sources"][0]["offloaded"] == 2
+    finally:
+        engine.close()
+
+
+def test_an_offloaded_note_survives_the_re_chunk_after_an_upgrade(tmp_path, root,
+                                                                  monkeypatch):
+    """An index cut by another chunker is rebuilt beside by the next sync: the offloaded
+    note keeps its rows (cut as before) and is re-cut once downloaded."""
+    engine = engine_for(tmp_path, root)
+    engine.sync()
+    first = engine.index.path
+    engine.close()
+    offload(monkeypatch, root / "trips/b.md")
+    changed = ChunkSettings(max_pieces=60, min_pieces=20, overlap_pieces=10)
+    cfg = Config(sources=(SourceConfig("notes", "markdown", str(root)),))
+    engine = Engine(cfg, embedder=RecordingEmbedder(), chunker=changed,
+                    index_dir=str(tmp_path / "idx"))
+    assert engine.index.other_chunker is not None
+    [report] = engine.sync()
+    assert engine.index.path != first and engine.index.other_chunker is None
+    assert report.carried == 1 and report.offloaded == 1 and report.error is None
+    assert ids(engine) == {"notes:a.md", "notes:trips/b.md", "notes:trips/c.md"}
+    assert found(engine, "ferry islands") == ["notes:trips/b.md"]
+    assert not [t for t in engine.embedder.texts if "Bravo" in t]
+    # Downloaded: read again (its carried rows say so), its vectors reused.
+    offload(monkeypatch)
+    [report] = engine.sync()
+    assert (report.updated, report.embedded) == (1, 0)
+    assert found(engine, "ferry islands") == ["notes:trips/b.md"]
     engine.close()

@@ -404,8 +404,11 @@ def rebuild(sources: list[Source], embedder: Embedder, chunker: ChunkSettings,
     (other model, corrupt); vectors it holds from the same embedder are reused. After a
     switch of model the old model's vectors are kept (``store.keep_vectors``) and a
     model switched back to takes its kept vectors in: neither re-embeds what it had.
+    Notes a scan keeps but cannot read (offloaded to iCloud, under a folder it cannot
+    list) keep their rows from the live index (``Index.carry_notes``), cut as they were.
     Stopped by ``should_stop``, or when a source named in ``keep_if_failed`` could not be
-    read, the build is not published (path None), and the next one takes its vectors in.
+    read (its root, or rows that could not be carried over: another model's index), the
+    build is not published (path None), and the next one takes its vectors in.
     The caller holds ``index.writer``'s lock: two builds would share the build path."""
     paths.ensure_private_dir(index_dir)
     settings = BuildSettings(embedder.fingerprint(), embedder.dim, chunker.fingerprint())
@@ -425,11 +428,14 @@ def rebuild(sources: list[Source], embedder: Embedder, chunker: ChunkSettings,
     fresh.import_vectors(unfinished)
     with contextlib.suppress(FileNotFoundError):
         os.remove(unfinished)
-    syncer = Syncer(fresh, embedder, chunker, should_stop)
+    # Notes a scan keeps but cannot read (offloaded, under an unreadable folder) take
+    # their rows from the live index: the build then lacks nothing and is published.
+    syncer = Syncer(fresh, embedder, chunker, should_stop, carry_from=current)
     reports = [syncer.sync(src, progress=progress) for src in sources]
     fresh.checkpoint()
     fresh.close()
-    failed = [r.source for r in reports if r.error and r.source in keep_if_failed]
+    failed = [r.source for r in reports
+              if r.error and not r.carried_all and r.source in keep_if_failed]
     if should_stop() or failed:
         log.warning("index not rebuilt (%s); the live index answers until the next try",
                     f"could not read {', '.join(failed)}" if failed else "stopped")

@@ -35,7 +35,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     start = time.monotonic()
     reports = update_index(args, rebuild=args.rebuild, quiet=args.quiet,
                            who="notewell index --rebuild" if args.rebuild else "notewell index")
-    if args.rebuild and any(r.get("error") for r in reports):
+    # An unreadable folder's notes are carried over from the live index: published.
+    if args.rebuild and any(r.get("error") and not r.get("carried_all") for r in reports):
         print("notewell: not rebuilt, the live index is unchanged: a source could not "
               "be read (below); fix it, or remove it from config.toml, and run again",
               file=sys.stderr)

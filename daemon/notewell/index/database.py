@@ -26,7 +26,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import apsw
@@ -189,11 +189,13 @@ class Index:
         )
         return rowid
 
-    def replace_note(self, note: Note, chunks: Sequence[tuple[Chunk, str, str]]) -> None:
+    def replace_note(self, note: Note, chunks: Sequence[tuple[Chunk, str, str]],
+                     content_hash: str | None = None) -> None:
         """Replace a note's rows in one transaction.
 
         ``chunks`` holds (chunk, url, embedding hash); every hash must already be stored
-        with ``add_embeddings``."""
+        with ``add_embeddings``. ``content_hash``: what to record instead of the note's
+        own (``carry_notes``)."""
         removed: list[int] = []
         added: list[keywords.Row] = []
         with self.db:
@@ -211,7 +213,7 @@ class Index:
                     note.note_id, note.source, note.kind, note.title, note.path, note.url,
                     json.dumps(list(note.tags)), json.dumps(list(note.aliases)),
                     note.created, note.modified, int(note.archived), note.fingerprint,
-                    note.content_hash, time.time(),
+                    note.content_hash if content_hash is None else content_hash, time.time(),
                 ),
             )
             rowid = self.db.last_insert_rowid()
@@ -371,6 +373,55 @@ class Index:
                 self.add_embeddings(batch_h, np.stack(batch_v))
         except Exception as e:  # a damaged old index has nothing to give; rebuild from scratch
             log.warning("could not reuse vectors from %s: %s", path, e)
+        finally:
+            if old is not None:
+                old.close()
+
+    def carry_notes(self, path: str, source: str, keep: Callable[[str], bool]
+                    ) -> int | None:
+        """Copy from the index file at ``path`` the rows of ``source``'s notes for which
+        ``keep(note_id)`` is true (a rebuild: notes its scan could not read), with their
+        vectors; returns how many, or None when that file's rows cannot be used (another
+        model, damaged). A missing file has nothing to carry: 0. The passages keep the
+        cut of the chunker that made them; an empty fingerprint and content hash make the
+        first sync that can read a note read and cut it again (its vectors reused)."""
+        if not os.path.exists(path):
+            return 0
+        old = None
+        try:
+            old = connect(path)
+            meta = schema.read_meta(old)
+            if (meta.get("embedder"), meta.get("dim")) != (self.settings.embedder,
+                                                           str(self.settings.dim)):
+                return None
+            notes = [r for r in old.execute(
+                """SELECT id, note_id, kind, title, path, url, tags, aliases, created,
+                          modified, archived FROM notes WHERE source = ?""", (source,))
+                     if keep(r[1])]
+            for rowid, note_id, kind, title, file, url, tags, aliases, created, modified, \
+                    archived in notes:
+                chunks = old.execute(
+                    """SELECT c.seq, c.heading_path, c.anchor, c.url, c.text, e.hash,
+                              v.embedding
+                       FROM chunks c JOIN embeddings e ON e.id = c.embedding
+                       JOIN vectors v ON v.rowid = e.id WHERE c.note = ? ORDER BY c.seq""",
+                    (rowid,)).fetchall()
+                if chunks:
+                    self.add_embeddings([c[5] for c in chunks], np.stack(
+                        [np.frombuffer(c[6], dtype=np.float32) for c in chunks]))
+                note = Note(note_id=note_id, source=source, kind=kind, title=title, text="",
+                            url=url, path=file, tags=tuple(json.loads(tags)),
+                            aliases=tuple(json.loads(aliases)), created=created,
+                            modified=modified, archived=bool(archived))
+                self.replace_note(note, [
+                    (Chunk(seq, tuple(heading.split(" > ")) if heading else (), text,
+                           anchor), chunk_url, h)
+                    for seq, heading, anchor, chunk_url, text, h, _ in chunks],
+                    content_hash="")
+            return len(notes)
+        except Exception as e:  # a damaged old index has nothing to give
+            log.warning("could not carry notes over from %s: %s", path, e)
+            return None
         finally:
             if old is not None:
                 old.close()

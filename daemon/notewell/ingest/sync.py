@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from notewell.clock import SYSTEM_CLOCK, Clock
@@ -53,6 +53,10 @@ class SyncReport:
     reused: int = 0  # chunks whose vector was already stored
     pending: int = 0  # changed notes left unapplied (the sync was stopped)
     offloaded: int = 0  # notes a cloud drive keeps online only: kept as indexed, not read
+    carried: int = 0  # a rebuild: notes it could not read, their rows from the live index
+    # A rebuild: every note the scan could not read (``error``'s folders, offloaded) was
+    # carried over, so the build lacks nothing of this source and may be published.
+    carried_all: bool = False
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
@@ -64,18 +68,22 @@ class SyncReport:
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in (
             "source", "added", "updated", "unchanged", "deleted", "embedded", "reused",
-            "pending", "offloaded", "warnings", "error", "seconds")}
+            "pending", "offloaded", "carried", "carried_all", "warnings", "error",
+            "seconds")}
 
 
 class Syncer:
     def __init__(self, index: Index, embedder: Embedder, chunker: ChunkSettings,
                  should_stop: Callable[[], bool] = lambda: False,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, carry_from: str | None = None) -> None:
         self.index = index
         self.embedder = embedder
         self.chunker = chunker
         self.should_stop = should_stop
         self.clock = clock  # when an unreadable note is read again; the report's seconds
+        # A rebuild writing a fresh index: the live index file, whose rows of the notes a
+        # scan keeps but cannot read (offloaded, under an unreadable folder) are carried.
+        self.carry_from = carry_from
 
     def sync(self, source: Source, progress: bool | ProgressBars = False) -> SyncReport:
         report = SyncReport(source.name)
@@ -94,6 +102,7 @@ class Syncer:
             # Some folders could not be listed: their notes stay, the rest is synced.
             report.error = str(listing.error)
             log.warning("%s", listing.error)
+        self._carry(source, listing, stubs.keys(), report)
         stored = self.index.stored_notes(source.name)
         for note_id in stored.keys() - stubs.keys():
             if listing.keeps(note_id):  # not seen, not gone: unreadable or offloaded
@@ -183,6 +192,22 @@ class Syncer:
                                pending=report.pending, offloaded=report.offloaded)
         report.seconds = round(self.clock.monotonic() - start, 3)
         return report
+
+    def _carry(self, source: Source, listing: Listing, seen: Collection[str],
+               report: SyncReport) -> None:
+        """A rebuild: take the live index's rows of the notes this scan keeps unread."""
+        if self.carry_from is None:
+            return
+        if not (listing.unreadable or listing.offloaded):
+            report.carried_all = True
+            return
+        carried = self.index.carry_notes(self.carry_from, source.name,
+                                         lambda n: n not in seen and listing.keeps(n))
+        if carried is None:
+            report.warnings.append(f"{source.name}: notes that cannot be read now could "
+                                   "not be carried over from the live index")
+            return
+        report.carried, report.carried_all = carried, True
 
     def _write(self, source: Source, notes: list[Note], report: SyncReport,
                stored: dict) -> int:
