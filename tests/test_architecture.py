@@ -26,10 +26,12 @@ ALLOWED: dict[str, set[str]] = {
     "engine": BELOW_ENGINE,
     "evaluation": BELOW_ENGINE | {"engine"},
     "launcher": {"core", "wire"},
-    "serve": BELOW_ENGINE | {"engine", "launcher"},
+    # The daemon hosts agents' MCP sessions (agents.session), imported when first used.
+    "serve": BELOW_ENGINE | {"engine", "launcher", "agents"},
     "ops": BELOW_ENGINE | {"engine", "launcher", "serve"},
-    # The MCP server: a thin process over the socket; of ops only the agent (to start the
-    # daemon). tests/test_mcp.py checks the modules it loads.
+    # The MCP relay (a thin process over the socket; of ops only the agent, to start the
+    # daemon; tests/test_mcp.py checks the modules it loads) and the SDK server the
+    # daemon hosts, which answers through the handlers it is given.
     "agents": {"core", "wire", "ops"},
     "cli": BELOW_ENGINE | {"engine", "evaluation", "launcher", "serve", "ops", "agents"},
 }

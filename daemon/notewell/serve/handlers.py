@@ -1,7 +1,8 @@
 """What the daemon answers: one handler per op, and the dispatch of a request to it.
 
 Owns the ops (``ping``, ``status``, ``search``, ``similar``, ``sync``, ``stop``,
-``latest_query``, ``note``, ``tags``, ``recent``, ``index``), their errors (a bad
+``latest_query``, ``note``, ``tags``, ``recent``, ``index``, ``mcp``: the switch to an MCP
+session), their errors (a bad
 argument, as ``wire.requests`` checks it for every path, a bad date, an unknown note, a
 ``RequestError`` become an error reply with its code),
 the protocol version check, the worker pool that runs the ops touching the index
@@ -49,7 +50,7 @@ log = logging.getLogger(__name__)
 WORKERS = 4
 # Ops that touch no index: answered on the connection's thread, so a ping answers while
 # every worker is busy and `sync --wait` never holds a worker while it waits.
-INLINE_OPS = frozenset({"ping", "stop", "sync", "latest_query", "index"})
+INLINE_OPS = frozenset({"ping", "stop", "sync", "latest_query", "index", "mcp"})
 # Ops that may send progress frames ({"progress": event}) before their reply.
 STREAMING_OPS = frozenset({"index"})
 Send = Callable[[dict], None]
@@ -107,6 +108,7 @@ class Handlers:
             "tags": self.op_tags,
             "recent": self.op_recent,
             "index": self.op_index,
+            "mcp": self.op_mcp,
         }
 
     def answer(self, req: object, send: Send | None = None) -> dict | None:
@@ -339,6 +341,11 @@ class Handlers:
                 rebuild=rebuild, on_progress=_relay(send) if progress and send else None)}
         except SyncError as e:
             raise RequestError(e.code, str(e)) from None
+
+    def op_mcp(self, req: dict) -> dict:
+        """The switch to MCP (``notewell mcp``): after this ok, ``transport`` hands the
+        connection to an MCP session."""
+        return {"mcp": True, "version": __version__}
 
     def op_stop(self, req: dict) -> dict:
         threading.Timer(0.05, self.request_stop).start()

@@ -134,6 +134,12 @@ def record_socket() -> None:
     write_atomic(socket_record(), socket_path().encode("utf-8", "surrogateescape"))
 
 
+def mcp_marker() -> str:
+    """Exists once ``notewell mcp install`` added notewell to an agent's client: the
+    daemon then loads the MCP SDK in the background at start, not on the first session."""
+    return _join(home(), "mcp-configured")
+
+
 def restart_marker() -> str:
     """Exists while a daemon restarts itself after an upgrade (between its old socket and
     its new one), so a client waits instead of saying "not running"."""
