@@ -62,6 +62,7 @@ class Daemon:
         self._stop_at: float | None = None
         self._mcp = None  # the MCP session host, once loaded (``mcp_host``)
         self._mcp_lock = threading.Lock()
+        self.handlers.mcp_sessions = lambda: None if self._mcp is None else self._mcp.count()
 
     # What callers read of the daemon: the engine and how its start went.
 

@@ -95,6 +95,9 @@ class Handlers:
         # than written by the client, which would cost every keystroke a file write.
         self.latest_alfred_query: str | None = None
         self._responses = ResponseCache(clock=clock)
+        # How many MCP sessions are open; None while the MCP server is not loaded (the
+        # daemon wires this in: ``serve.daemon``).
+        self.mcp_sessions: Callable[[], int | None] = lambda: None
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="notewell-worker")
         self.ops: dict[str, Callable[[dict], object]] = {
             "ping": self.op_ping,
@@ -223,7 +226,8 @@ class Handlers:
         bg = self.background
         base = {"state": bg.state, "problem": bg.problem, "pid": os.getpid(),
                 "uptime": round(self.clock.time() - self.started, 1), "version": __version__,
-                "socket": paths.socket_path(), "last_reports": bg.last_reports}
+                "socket": paths.socket_path(), "last_reports": bg.last_reports,
+                "mcp_sessions": self.mcp_sessions()}
         if bg.engine is not None:
             base.update(bg.engine.status())
             base["rebuilding"] = bg.rebuilding()
