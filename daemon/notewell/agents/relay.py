@@ -119,7 +119,8 @@ def _start_daemon() -> str:
 
 def pump(sock) -> int:
     """Copy stdin to the socket (on a thread) and the socket to stdout until either side
-    closes; stdin's end half-closes the socket so the daemon's last answers still come."""
+    closes; stdin's end half-closes the socket, which ends the daemon's session (as the
+    end of stdin ends an MCP server on stdio), and with it this relay."""
     def upstream() -> None:
         try:
             while data := os.read(0, CHUNK):
@@ -127,7 +128,7 @@ def pump(sock) -> int:
         except OSError:
             pass
         with contextlib.suppress(OSError):
-            sock.shutdown(1)  # SHUT_WR: the session ends once its answers are out
+            sock.shutdown(1)  # SHUT_WR: the daemon closes its side in turn
 
     threading.Thread(target=upstream, daemon=True, name="stdin").start()
     try:
