@@ -25,6 +25,10 @@ from notewell.wire import paths, protocol
 START_HINT = ("run `notewell serve` in a terminal, or `notewell agent install` to keep it "
               "running; `notewell doctor` says what is wrong")
 CHUNK = 1 << 16
+CONNECT_TIMEOUT = 5.0
+# The first session after the daemon's start may wait for it to import the MCP SDK
+# (about 1.5 s on a quiet machine, much more under load).
+SWITCH_TIMEOUT = 60.0
 NO_DAEMON = -32002  # a JSON-RPC server error code: the daemon could not be reached
 
 
@@ -88,10 +92,11 @@ def _switch():
 
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        sock.settimeout(5.0)
-        client._connect(sock, paths.socket_path(), 5.0)
+        sock.settimeout(CONNECT_TIMEOUT)
+        client._connect(sock, paths.socket_path(), CONNECT_TIMEOUT)
         sock.sendall(protocol.frame(protocol.packb(
             protocol.request("mcp", notewell=__version__))))
+        sock.settimeout(SWITCH_TIMEOUT)
         reply = protocol.unpackb(protocol.read_frame(sock, protocol.MAX_REPLY_BYTES))
         if not isinstance(reply, dict):
             raise protocol.ProtocolError("reply is not a map")
