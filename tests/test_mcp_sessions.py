@@ -184,3 +184,39 @@ def test_sessions_are_capped_and_close_all_ends_them(monkeypatch):
     thread.join(10)
     assert not thread.is_alive() and read_lines(ours) == []
     assert sessions.reserve()
+
+
+def test_agents_tool_calls_run_one_at_a_time_below_the_keystroke_path():
+    """Two sessions call a tool together: the daemon's handlers see one call at a time,
+    on a thread of lower priority than the keystroke path's (Linux: nice per thread)."""
+    import os
+
+    inside, most, gate = [0], [0], threading.Lock()
+    nice: list[int] = []
+    both_asked = threading.Barrier(2, timeout=5)
+
+    def slow(req: dict) -> dict:
+        with gate:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        nice.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        try:
+            both_asked.wait()  # holds the first call until the second is asked, or times out
+        except threading.BrokenBarrierError:
+            pass
+        with gate:
+            inside[0] -= 1
+        return answers(req)
+
+    sessions = mcp_session.Sessions(slow)
+    pairs = [serve_pair(sessions) for _ in range(2)]
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "index_status", "arguments": {}}}
+    for sock, _ in pairs:
+        sock.sendall(json.dumps(INIT).encode() + b"\n" + json.dumps(call).encode() + b"\n")
+        sock.shutdown(socket.SHUT_WR)
+    for sock, thread in pairs:
+        thread.join(20)
+    assert most == [1] and len(nice) == 2
+    if sys.platform.startswith("linux"):
+        assert min(nice) > os.getpriority(os.PRIO_PROCESS, threading.get_native_id())

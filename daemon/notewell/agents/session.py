@@ -10,7 +10,9 @@ this process (``link``). Imported by the daemon only when the first MCP connecti
 A session that misbehaves is closed, after one JSON-RPC error saying why, and nothing
 else notices: a line that is not JSON-RPC, a message over ``MAX_MESSAGE_BYTES``, or a
 client that does not read what it is sent within ``SEND_TIMEOUT``. At most
-``MAX_SESSIONS`` run at once, so agents never take every connection from the launcher.
+``MAX_SESSIONS`` run at once, so agents never take every connection from the launcher;
+their tool calls are answered ``CALLS_AT_ONCE`` at a time, on threads of lower priority
+than the keystroke path's, so agents searching in a loop slow a person typing little.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import mcp_types as types
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
 
+from notewell import priority
 from notewell.agents.link import DaemonLink
 from notewell.agents.server import build
 
@@ -36,6 +39,10 @@ log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 1 << 20  # an agent's requests are small; a note's page is 40,000 chars
 SEND_TIMEOUT = 10.0  # seconds a client may leave an answer unread before it is dropped
 MAX_SESSIONS = 32  # of the daemon's 64 connections
+# Agents' tool calls answered at once, across every session: the rest queue. A keystroke
+# then shares the daemon with at most this many agent searches (agents wait a little;
+# a person typing would notice).
+CALLS_AT_ONCE = 1
 CHUNK = 1 << 16
 
 
@@ -47,7 +54,13 @@ class Sessions:
     """Every MCP session of the daemon; ``ask`` answers a request as the socket would."""
 
     def __init__(self, ask: Callable[[dict], dict | None], wait: float = 20.0) -> None:
-        self.link = DaemonLink(ask, wait=wait)
+        calls = threading.BoundedSemaphore(CALLS_AT_ONCE)
+
+        def one_at_a_time(req: dict) -> dict | None:
+            with calls:
+                return ask(req)
+
+        self.link = DaemonLink(one_at_a_time, wait=wait)
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
         self._reserved = 0
@@ -68,6 +81,9 @@ class Sessions:
         """Run one session on ``conn`` (whose switch was answered) until it ends."""
         with self._lock:
             self._open.add(conn)
+        # The session's protocol work (JSON, pydantic) yields to the keystroke path's
+        # threads; on Linux the threads it starts inherit this.
+        priority.lower_this_thread()
         try:
             anyio.run(self._session, conn)
         except Exception:
