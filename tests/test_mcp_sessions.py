@@ -5,6 +5,7 @@ pairs for the limits."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -200,10 +201,8 @@ def test_agents_tool_calls_run_one_at_a_time_below_the_keystroke_path():
             inside[0] += 1
             most[0] = max(most[0], inside[0])
         nice.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
-        try:
+        with contextlib.suppress(threading.BrokenBarrierError):
             both_asked.wait()  # holds the first call until the second is asked, or times out
-        except threading.BrokenBarrierError:
-            pass
         with gate:
             inside[0] -= 1
         return answers(req)
@@ -215,7 +214,7 @@ def test_agents_tool_calls_run_one_at_a_time_below_the_keystroke_path():
     for sock, _ in pairs:
         sock.sendall(json.dumps(INIT).encode() + b"\n" + json.dumps(call).encode() + b"\n")
         sock.shutdown(socket.SHUT_WR)
-    for sock, thread in pairs:
+    for _, thread in pairs:
         thread.join(20)
     assert most == [1] and len(nice) == 2
     if sys.platform.startswith("linux"):
