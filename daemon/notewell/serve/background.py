@@ -7,7 +7,8 @@ the retry backoff of failing sources, the lag behind the sources (``lag``, shown
 exceeds ``BEHIND_AFTER``), and switching to a newer index generation, with the replaced
 index closed ``RETIRED_FOR`` seconds later. Every time it reads comes from an injectable
 ``Clock``, so tests drive debounce, backoff, lag and retirement with a fake one; the thread
-itself only runs ``step`` whenever the watcher, a request or ``poll_seconds`` wakes it.
+itself only runs ``step`` whenever the watcher, a request or its timeout (``next_wait``)
+wakes it.
 
 May import ``engine`` and what is below it (``index``, ``ingest``, ``memory``); nothing
 else of ``serve``.
@@ -34,6 +35,11 @@ log = logging.getLogger(__name__)
 BEHIND_AFTER = 60.0  # seconds of unapplied changes (or failing syncs) before results say so
 RETIRED_FOR = 30.0  # seconds a replaced index stays open for queries that started on it
 MAX_RETRY_DELAY = 60.0  # the longest a failing source waits for its next try
+# Idle, the loop wakes every IDLE_POLLS polls (a minute by default) to look for an index
+# rebuilt by another process; for SETTLE_POLLS polls after a sync, every poll (its
+# after-work: the keyword copy, once the chunks are still). Changes wake it themselves.
+IDLE_POLLS = 12
+SETTLE_POLLS = 2
 
 
 class SyncError(Exception):
@@ -73,6 +79,7 @@ class Background:
         self._rounds = threading.Condition()
         self._round_started = 0
         self._round_done = 0
+        self._settle = (0, 0.0)  # (rounds done, until when) for next_wait
 
     # -- the thread -----------------------------------------------------------------------
 
@@ -141,9 +148,16 @@ class Background:
 
     def next_wait(self) -> float:
         """How long to sleep: until a debounced change is due or, at the latest,
-        ``poll_seconds``, to pick up a rebuilt index."""
-        wait = self.watcher.next_due_in() if self.watcher else None
-        return self.poll_seconds if wait is None else min(wait, self.poll_seconds)
+        ``poll_seconds`` soon after a sync (and always without a watcher), else
+        ``IDLE_POLLS`` polls: an idle daemon must not wake the CPU every few seconds."""
+        if self.watcher is None:
+            return self.poll_seconds
+        now = self.clock.monotonic()
+        if self._settle[0] != self._round_done:  # a sync ran since: settle at poll pace
+            self._settle = (self._round_done, now + SETTLE_POLLS * self.poll_seconds)
+        limit = self.poll_seconds * (1 if now < self._settle[1] else IDLE_POLLS)
+        wait = self.watcher.next_due_in()
+        return limit if wait is None else min(wait, limit)
 
     def step(self) -> None:
         """One wake-up's work: sync what is due, or else look for a newer index."""
