@@ -155,6 +155,30 @@ def test_file_system_events(folder):
         w.stop()
 
 
+def test_the_daemons_own_reads_send_no_events_at_all(folder, monkeypatch):
+    """Only changes are subscribed to: a scan opening every note wakes no watchdog thread
+    (inotify's mask), not merely an event the handler then drops."""
+    watchdog_events = pytest.importorskip("watchdog.events")
+    seen: list[str] = []
+    dispatch = watchdog_events.FileSystemEventHandler.dispatch
+
+    def recording_dispatch(handler, event) -> None:
+        seen.append(f"{event.event_type} {os.fsdecode(event.src_path)}")
+        dispatch(handler, event)
+
+    monkeypatch.setattr(watchdog_events.FileSystemEventHandler, "dispatch", recording_dispatch)
+    w = ChangeWatcher([md_source(folder)], use_events=True, rescan_seconds=3600)
+    w.start()
+    try:
+        scan_digest(w.sources["notes"])  # reads, as a sync or rescan does
+        (folder / "a.md").read_text()
+        (folder / "z.md").write_text("# Z\n")  # then a change, which does arrive
+        assert wait_for(lambda: any(e.endswith("z.md") for e in seen), 3)
+        assert not [e for e in seen if not e.endswith("z.md")], seen
+    finally:
+        w.stop()
+
+
 def test_bear_change_token(tmp_path):
     fx = build(str(tmp_path / "bear" / "database.sqlite"))
     src = open_source(SourceConfig("bear", "bear", fx.path))

@@ -148,13 +148,26 @@ class ChangeWatcher:
 
     def _start_events(self) -> None:
         try:
-            from watchdog.events import FileSystemEventHandler
+            from watchdog.events import (
+                DirCreatedEvent,
+                DirDeletedEvent,
+                DirMovedEvent,
+                FileCreatedEvent,
+                FileDeletedEvent,
+                FileModifiedEvent,
+                FileMovedEvent,
+                FileSystemEventHandler,
+            )
             from watchdog.observers import Observer
         except ImportError:
             log.info("watchdog is not installed; watching sources by polling every %.0f s",
                      self.poll_seconds)
             return
         watcher = self
+        # Only changes: with inotify this is the kernel's mask, so the daemon's own reads
+        # (a sync or rescan opening every note) wake no thread at all.
+        changes = [FileCreatedEvent, FileDeletedEvent, FileModifiedEvent, FileMovedEvent,
+                   DirCreatedEvent, DirDeletedEvent, DirMovedEvent]
 
         class Handler(FileSystemEventHandler):
             def __init__(self, name: str, token: bool) -> None:
@@ -188,7 +201,8 @@ class ChangeWatcher:
                     continue
                 try:
                     observer.schedule(Handler(name, name in self._token_sources), path,
-                                      recursive=name not in self._token_sources)
+                                      recursive=name not in self._token_sources,
+                                      event_filter=changes)
                 except Exception as e:  # e.g. the inotify watch limit; polling still works
                     log.warning("cannot watch %s for events (%s); polling it instead", path, e)
                     continue
