@@ -23,12 +23,16 @@
 # (notewell.wire.paths.record_socket; a short path under /tmp when the home is too deep for
 # a socket address, which zsh could not work out without Python's hash).
 #
-# The fallback: beside the package's copy, its Python client (NOTEWELL_PYTHON and
-# NOTEWELL_CLIENT, default: the checkout's .venv, else the virtualenv this package is
-# installed in, else python3; and ./notewell-query beside this file). The workflow's copy has
-# none beside it: it runs the notewell recorded in the home (notewell-command, written by
-# `notewell serve`, `agent install` and `alfred build`) as `notewell alfred query QUERY`,
-# through notewell-run.zsh beside it.
+# The workflow's copy first hands over to the client of the daemon's installation, which
+# the daemon records in the home (notewell-client; see below), so an upgrade of notewell
+# leaves the workflow as fast as before without rebuilding it.
+#
+# The fallback: run on its own, the package's copy runs its Python client (NOTEWELL_PYTHON
+# and NOTEWELL_CLIENT, default: the checkout's .venv, else the virtualenv this package is
+# installed in, else python3; and ./notewell-query beside this file). Run by the workflow
+# (its copy, or the recorded client it handed over to), it runs the notewell recorded in
+# the home (notewell-command, written by `notewell serve`, `agent install` and `alfred
+# build`) as `notewell alfred query QUERY`, through notewell-run.zsh beside this file.
 # Environment: NOTEWELL_HOME (as everywhere). tests/test_client_zsh.py checks it against the
 # Python client byte for byte.
 
@@ -41,20 +45,6 @@
 typeset -g _notewell_here=${${(%):-%x}:A:h}
 # notewell.__version__ of the package this file ships in (tests/test_client_zsh.py checks).
 typeset -g _notewell_version=0.1.0
-
-_notewell_fallback() {
-  [[ -n $fd ]] && exec {fd}>&-  # notewell_query's connection, if it opened one
-  if [[ -n $NOTEWELL_PYTHON || -n $NOTEWELL_CLIENT || -f $_notewell_here/notewell-query ]]
-  then
-    # NOTEWELL_PYTHON, else a checkout's .venv (scripts/launcher/notewell/daemon/..), else
-    # the virtualenv whose lib/pythonX.Y/site-packages holds this package, else python3.
-    local python=${NOTEWELL_PYTHON:-$_notewell_here/../../../../.venv/bin/python}
-    [[ -x $python ]] || python=${_notewell_here:h:h:h:h:h:h}/bin/python
-    [[ -x $python ]] || python=python3
-    exec $python -IS ${NOTEWELL_CLIENT:-$_notewell_here/notewell-query} "$@"
-  fi
-  _notewell_run query "$@"  # the workflow's copy
-}
 
 # The home notewell.wire.paths.home() names, in REPLY; 1 where only Python can tell (a
 # ~user home, no $HOME, a relative XDG_DATA_HOME).
@@ -80,6 +70,41 @@ _notewell_home() {
     fi
   fi
   [[ $REPLY == /* ]]
+}
+
+# Alfred's workflow runs its own copy of this file (the only copy with no Python client
+# beside it), which may be older than the installation: it hands everything (a query, an
+# --alfred-action) to the client the daemon recorded (notewell-client in the home, written
+# by notewell.wire.paths.record_client when the daemon starts: the zsh client of the
+# daemon's own package), so the client always speaks the running daemon's version and an
+# upgrade of notewell needs no new workflow. Read without a fork; the rest of this file is
+# never parsed then (zsh parses a sourced file as it runs it). No record, or a record
+# naming a file that is gone (its installation was removed before the new daemon started):
+# this copy carries on by itself. _notewell_workflow tells the recorded client (and this
+# copy) that Python is the installation the home records (notewell-run.zsh), and that the
+# hand-over is done; it and the arguments are what every later client must accept.
+if [[ -z $_notewell_workflow && ! -f $_notewell_here/notewell-query ]]; then
+  typeset -g _notewell_workflow=1
+  if _notewell_home && [[ -r $REPLY/notewell-client ]]; then
+    REPLY=$(<$REPLY/notewell-client)
+    if [[ $REPLY == /* && -f $REPLY && -r $REPLY ]]; then
+      source $REPLY "$@"
+      return
+    fi
+  fi
+fi
+
+_notewell_fallback() {
+  [[ -n $fd ]] && exec {fd}>&-  # notewell_query's connection, if it opened one
+  if [[ -z $_notewell_workflow ]]; then
+    # NOTEWELL_PYTHON, else a checkout's .venv (scripts/launcher/notewell/daemon/..), else
+    # the virtualenv whose lib/pythonX.Y/site-packages holds this package, else python3.
+    local python=${NOTEWELL_PYTHON:-$_notewell_here/../../../../.venv/bin/python}
+    [[ -x $python ]] || python=${_notewell_here:h:h:h:h:h:h}/bin/python
+    [[ -x $python ]] || python=python3
+    exec $python -IS ${NOTEWELL_CLIENT:-$_notewell_here/notewell-query} "$@"
+  fi
+  _notewell_run query "$@"  # the workflow's copy
 }
 
 # The socket the daemon of this home listens on, as it recorded it (read without a fork).
