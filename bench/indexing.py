@@ -1,21 +1,21 @@
-"""Indexing speed and the model: variants, batch size, threads, memory, and edit-to-search.
+"""Indexing speed and the model: batch size, threads, memory, and edit-to-search.
 
-    .venv/bin/python bench/indexing.py                 # everything (about 20 minutes)
-    .venv/bin/python bench/indexing.py --skip-edit --sample 128
-    .venv/bin/python bench/indexing.py --sample 8 --variants shipped --batches 4 \
-        --threads 1 --full-size 0 --skip-edit --skip-concurrent          # smoke run
+    .venv/bin/python bench/indexing.py                 # everything (about 15 minutes)
+    .venv/bin/python bench/indexing.py --skip-grid --skip-concurrent     # the headline rows
+    .venv/bin/python bench/indexing.py --sample 8 --batches 4 --threads 1 \
+        --full-size 0 --skip-edit --skip-concurrent                      # smoke run
 
 Parts (each configuration runs in a fresh process, so memory figures are its own):
-1. Model variants (``model_variants``):
-   chunks/s on a sample of real chunks, load time, resident memory, one-query latency, and
-   cosine against the reference all-MiniLM-L6-v2 output (``reference_model``: numpy, from
-   the original float weights). The fastest variant whose every vector stays at cosine
-   >= 0.99 is named. Core ML is added on macOS when onnxruntime offers it.
-2. Batch size x intra-op threads, arena and thread spinning, for the shipped model.
-3. A query while a sync embeds: the same session, or a second one kept for queries.
-4. End to end: notewell's own sync of a fresh index of real notes with the real model.
-5. Edit to search: a one-note edit in a 10,000-note corpus, from the start of the sync
+1. Batch size x intra-op threads, arena and thread spinning, for the model that runs
+   (chunks/s on a sample of real chunks, load time, resident memory, one-query latency);
+   Core ML is added on macOS when onnxruntime offers it (``NOTEWELL_COREML``).
+2. A query while a sync embeds: the same session, or a second one kept for queries.
+3. End to end: notewell's own sync of a fresh index of real notes with the real model.
+4. Edit to search: a one-note edit in a 10,000-note corpus, from the start of the sync
    that notices it until a search finds the new text.
+
+The model's accuracy against the float all-MiniLM-L6-v2 is a test
+(``tests/test_perf_embedding.py``), not a benchmark.
 """
 
 from __future__ import annotations
@@ -43,16 +43,13 @@ SHORT_QUERIES = ["undo a commit", "postgres vacuum", "daily notes", "git hooks",
 
 
 def make_embedder(cfg: dict):
-    from model_variants import variant_path
     from notewell.model.embedding import OnnxEmbedder
-    from notewell.model.files import ModelFiles, locate_model_files, verify_model_files
+    from notewell.model.files import MODEL_SHA256, ModelFiles, locate_model_files
+    from notewell.model.runtime import runtime_model
 
-    files = locate_model_files()
-    variant = cfg.get("variant", "shipped")
-    path = files.model if variant == "shipped" else variant_path(variant)
-    if variant == "shipped":
-        verify_model_files(files)
-    return OnnxEmbedder(ModelFiles(path, files.tokenizer),
+    files = locate_model_files()  # the file that runs: the int8 rewrite, as the daemon's
+    running = runtime_model(files.model, files.tokenizer, MODEL_SHA256)
+    return OnnxEmbedder(ModelFiles(running, files.tokenizer),
                         threads=cfg.get("threads"), batch_size=cfg.get("batch", BATCH_SIZE),
                         arena=cfg.get("arena", False), spin=cfg.get("spin", False),
                         providers=cfg.get("providers"))
@@ -75,18 +72,11 @@ def worker(cfg: dict) -> dict:
         out.update(concurrent(embedder, texts, cfg))
         return out
     start = time.perf_counter()
-    vectors = embedder.embed_batch(texts)
+    embedder.embed_batch(texts)
     seconds = time.perf_counter() - start
     out["chunks_per_s"] = round(len(texts) / seconds, 1)
     out["rss_after_mb"], out["rss_peak_mb"] = (round(x) for x in common.rss_mb())
     out["query"] = query_latency(embedder)
-    if cfg.get("reference"):
-        from reference_model import cosines
-
-        ref = np.load(cfg["reference"])
-        cos = cosines(ref, vectors[: len(ref)])
-        out["cosine_min"] = round(float(cos.min()), 5)
-        out["cosine_mean"] = round(float(cos.mean()), 5)
     return out
 
 
@@ -121,49 +111,6 @@ def run_worker(cfg: dict) -> dict:
 # -- the parts -------------------------------------------------------------------------------------
 
 
-def variants_part(args, texts_file: str, reference: str | None) -> list[dict]:
-    from model_variants import VARIANTS, variant_path
-    from notewell.model.files import sha256_file
-
-    names = args.variants.split(",") if args.variants else list(VARIANTS)
-    try:
-        import onnx  # noqa: F401
-    except ImportError:
-        if names != ["shipped"]:
-            print("(the onnx package is missing: only the shipped model is measured; "
-                  "reinstall notewell (make install) for the other variants)")
-        names = ["shipped"]
-    rows = []
-    import onnxruntime as ort
-
-    configs = [(n, None) for n in names]
-    if "CoreMLExecutionProvider" in ort.get_available_providers():
-        configs.append(("shipped", ["CoreMLExecutionProvider", "CPUExecutionProvider"]))
-    for name, providers in configs:
-        path = variant_path(name)
-        row = {"variant": name + (" + Core ML" if providers else ""),
-               "file_mb": round(os.path.getsize(path) / 1e6, 1), "sha256": sha256_file(path)[:12]}
-        row.update(run_worker({"texts": texts_file, "variant": name, "threads": args.cores,
-                               "batch": BATCH_SIZE, "reference": reference,
-                               "providers": providers}))
-        rows.append(row)
-    print(f"\nmodel variants (batch {BATCH_SIZE}, threads = cores; cosine vs the float "
-          "reference)")
-    print(f"{'variant':28} {'MB':>5} {'load s':>6} {'RSS MB':>6} {'chunks/s':>8} "
-          f"{'query p50':>9} {'cos min':>8} {'cos mean':>8}  sha256")
-    for r in rows:
-        print(f"{r['variant']:28} {r['file_mb']:5.0f} {r['load_s']:6.2f} "
-              f"{r['rss_loaded_mb']:6d} {r['chunks_per_s']:8.1f} {r['query']['p50']:9.2f} "
-              f"{r.get('cosine_min', float('nan')):8.4f} {r.get('cosine_mean', float('nan')):8.4f}"
-              f"  {r['sha256']}")
-    ok = [r for r in rows if r.get("cosine_min", 0) >= 0.99]
-    if ok:
-        best = max(ok, key=lambda r: r["chunks_per_s"])
-        print(f"fastest within cosine 0.99 of the reference: {best['variant']} "
-              f"({best['chunks_per_s']} chunks/s)")
-    return rows
-
-
 def grid_part(args, texts_file: str) -> list[dict]:
     rows = []
     threads = sorted({int(t) for t in args.threads.split(",")})
@@ -171,7 +118,7 @@ def grid_part(args, texts_file: str) -> list[dict]:
         for b in (int(x) for x in args.batches.split(",")):
             r = run_worker({"texts": texts_file, "threads": t, "batch": b})
             rows.append({"threads": t, "batch": b, **r})
-    print("\nshipped model: batch size x intra-op threads (arena off, no spinning)")
+    print("\nthe model that runs: batch size x intra-op threads (arena off, no spinning)")
     print(f"{'threads':>7} {'batch':>5} {'chunks/s':>8} {'peak RSS MB':>11} {'RSS after':>9}")
     for r in rows:
         print(f"{r['threads']:7d} {r['batch']:5d} {r['chunks_per_s']:8.1f} "
@@ -180,8 +127,15 @@ def grid_part(args, texts_file: str) -> list[dict]:
     print(f"fastest: threads {best['threads']}, batch {best['batch']}: "
           f"{best['chunks_per_s']} chunks/s")
     options = []
-    for label, extra in (("arena on", {"arena": True}), ("spinning on", {"spin": True}),
-                         ("arena off, spinning off", {})):
+    import onnxruntime as ort
+
+    labelled: list[tuple[str, dict]] = [("arena on", {"arena": True}),
+                                        ("spinning on", {"spin": True}),
+                                        ("arena off, spinning off", {})]
+    if "CoreMLExecutionProvider" in ort.get_available_providers():
+        labelled.append(("Core ML", {"providers": ["CoreMLExecutionProvider",
+                                                   "CPUExecutionProvider"]}))
+    for label, extra in labelled:
         r = run_worker({"texts": texts_file, "threads": args.cores, "batch": BATCH_SIZE,
                         **extra})
         options.append({"option": label, **r})
@@ -300,16 +254,12 @@ def edit_part(args) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sample", type=int, default=256, help="chunks per throughput run")
-    ap.add_argument("--reference", type=int, default=64,
-                    help="chunks compared with the numpy reference model")
-    ap.add_argument("--variants", default="", help="comma-separated; default all")
     ap.add_argument("--threads", default="", help="comma-separated; default 1,cores")
     ap.add_argument("--batches", default="1,4,8,16,32,64")
     ap.add_argument("--full-size", type=int, default=1000,
                     help="chunks for the end-to-end sync run; 0 skips it")
     ap.add_argument("--edit-notes", type=int, default=10_000)
     ap.add_argument("--edits", type=int, default=5)
-    ap.add_argument("--skip-variants", action="store_true")
     ap.add_argument("--skip-grid", action="store_true")
     ap.add_argument("--skip-concurrent", action="store_true")
     ap.add_argument("--skip-edit", action="store_true")
@@ -325,7 +275,7 @@ def main(argv: list[str] | None = None) -> dict:
         return {}
     args.cores = os.cpu_count() or 1
     args.threads = args.threads or f"1,{args.cores}"
-    info = common.print_machine("indexing: model variants, batches, threads, memory")
+    info = common.print_machine("indexing: batches, threads, memory, edit to search")
     res: dict = {"machine": info}
     with tempfile.TemporaryDirectory() as tmp:
         texts = common.sample_chunks(args.sample)
@@ -333,14 +283,6 @@ def main(argv: list[str] | None = None) -> dict:
         Path(texts_file).write_text(json.dumps(texts))
         print(f"sample: {len(texts)} real chunks (mean {np.mean([len(t) for t in texts]):.0f}"
               " characters)")
-        reference = None
-        if args.reference and not args.skip_variants:
-            from reference_model import ReferenceMiniLM
-
-            reference = os.path.join(tmp, "reference.npy")
-            np.save(reference, ReferenceMiniLM().embed(texts[: args.reference]))
-        if not args.skip_variants:
-            res["variants"] = variants_part(args, texts_file, reference)
         if not args.skip_grid:
             res["grid"] = grid_part(args, texts_file)
         if not args.skip_concurrent:

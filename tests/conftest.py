@@ -31,6 +31,16 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
+def marker(tmp_path: Path) -> Path:
+    """A stand-in for the zsh client's Python fallback that says it was called, and with
+    what."""
+    fake = tmp_path / "fake-python"
+    fake.write_text('#!/bin/sh\nprintf "FALLBACK %s|" "$@"\n')
+    fake.chmod(0o755)
+    return fake
+
+
+@pytest.fixture
 def user_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh $HOME (no XDG overrides), for code that looks in the user's folders."""
     h = tmp_path / "user"

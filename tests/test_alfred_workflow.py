@@ -508,9 +508,10 @@ def test_the_cli_passes_the_workflows_query_through_untouched(home: Path, query:
     assert "not running" in item["title"] and item["variables"]["query"] == query
 
 
-def test_doctor_says_when_the_workflow_is_from_another_version(home: Path, monkeypatch):
-    """The workflow carries the zsh client of the notewell that built it: after an upgrade
-    of notewell it still works (through Python), and doctor says to rebuild it."""
+def test_doctor_flags_only_a_workflow_that_cannot_follow_upgrades(home: Path, monkeypatch):
+    """A workflow of another version is fine: its copy of the zsh client hands over to the
+    daemon's. One built before it did so sends keystrokes to Python after an upgrade:
+    doctor says to rebuild it, once."""
     from notewell.ops import doctor
 
     alfred_workflow.build()
@@ -518,5 +519,142 @@ def test_doctor_says_when_the_workflow_is_from_another_version(home: Path, monke
     monkeypatch.setattr(alfred_workflow, "__version__", "0.0.9")
     alfred_workflow.build()
     check = doctor.check_workflow("darwin")
+    assert check.status == doctor.OK and "0.0.9" in check.detail, check
+    own = alfred_workflow.script_bytes
+    # The copy a workflow built before the record existed carried: no hand-over.
+    monkeypatch.setattr(alfred_workflow, "script_bytes", lambda name: own(name).replace(
+        b"/notewell-client", b"/not-read") if name == alfred_workflow.ZSH_CLIENT else own(name))
+    alfred_workflow.build()
+    check = doctor.check_workflow("darwin")
     assert check.status == doctor.FAIL and "built by notewell 0.0.9" in check.detail
     assert "notewell alfred install" in check.fix
+
+
+# -- after an upgrade of notewell: the workflow's copy hands over to the daemon's client --------
+
+
+def stamp(wf: Path, version: str) -> None:
+    """Make the workflow's copy of the zsh client another version's, as one built before an
+    upgrade of notewell is."""
+    client = wf / alfred_workflow.ZSH_CLIENT
+    text = re.sub(r"(?m)^typeset -g _notewell_version=.*$",
+                  f"typeset -g _notewell_version={version}", client.read_text())
+    assert f"_notewell_version={version}\n" in text
+    client.write_text(text)
+
+
+def no_python_path(tmp_path: Path) -> str:
+    """A PATH whose python3 and python only log that they ran (to ``python-ran``) and
+    fail: with the recorded installation's log, proof that no Python started."""
+    bin_dir, log = tmp_path / "no-python", tmp_path / "python-ran"
+    bin_dir.mkdir(exist_ok=True)
+    for name in ("python3", "python"):
+        (bin_dir / name).write_text(f'#!/bin/sh\necho "$0 $@" >> {shlex.quote(str(log))}\n'
+                                    "exit 1\n")
+        (bin_dir / name).chmod(0o755)
+    return f"{bin_dir}:/usr/bin:/bin"
+
+
+def keystroke(wf: Path, plist: dict, query: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """The Script Filter run as Alfred runs it."""
+    (sf,) = objects_by_type(plist)[SCRIPT_FILTER]
+    env = alfred_env(plist, HOME=str(tmp_path), PATH=no_python_path(tmp_path))
+    return subprocess.run(["zsh", "-c", sf["config"]["script"], "zsh", query], cwd=wf,
+                          env=env, capture_output=True, timeout=60)
+
+
+def answered_by_zsh(out: subprocess.CompletedProcess, inst: Path, tmp_path: Path) -> bool:
+    assert out.returncode == 0 and out.stderr == b"", out.stderr
+    assert json.loads(out.stdout)["items"][0]["title"] == "Postgres vacuum", out.stdout
+    return runs(inst) == [] and not (tmp_path / "python-ran").exists()
+
+
+@pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
+def test_an_older_workflow_answers_from_zsh_through_the_daemons_client(built: Path, daemon,
+                                                                       tmp_path: Path, home):
+    """Built by an older notewell; the daemon is this version's. The old copy hands the
+    keystroke to the client the daemon recorded (this package's), which answers in zsh;
+    its actions run through it too."""
+    assert (home / "notewell-client").read_text() == \
+        os.path.realpath(SCRIPTS / alfred_workflow.ZSH_CLIENT)
+    wf = tmp_path / "wf"
+    plist = unpack(built, wf)
+    stamp(wf, "0.0.9")
+    inst = installation(tmp_path / "venv" / "bin", home)
+    assert answered_by_zsh(keystroke(wf, plist, "postgres vac", tmp_path), inst, tmp_path)
+    assert alfred_actions.latest_query() == "postgres vac"
+    out = subprocess.run(["zsh", "-c", script_of(plist, SHIFT), "zsh", "file:///n/db/pg.md"],
+                         cwd=wf, env=alfred_env(plist, action="quicklook", query="pg",
+                                                note_id="notes:db/pg.md", HOME=str(tmp_path),
+                                                PATH=no_python_path(tmp_path)),
+                         capture_output=True, text=True, timeout=60)
+    assert runs(inst) == ["alfred action quicklook file:///n/db/pg.md"], out.stderr
+
+
+def test_an_installation_without_its_zsh_client_removes_the_record(home: Path):
+    paths.record_client("/opt/nw/scripts/notewell-query.zsh")
+    assert (home / "notewell-client").read_bytes() == b"/opt/nw/scripts/notewell-query.zsh"
+    paths.record_client(None)
+    assert not (home / "notewell-client").exists()
+    paths.record_client(None)  # nothing to remove: fine
+
+
+@pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
+@pytest.mark.parametrize("record", ["missing", "gone", "relative", "folder"])
+def test_a_stale_client_record_leaves_the_workflow_to_its_own_copy(built: Path, daemon,
+                                                                   tmp_path: Path, home,
+                                                                   record: str):
+    """No record, or one naming a client that is gone (its installation removed by a
+    Python upgrade before the new daemon started) or is not a file: the workflow's copy
+    answers by itself when it is the daemon's version, and through the recorded
+    installation when it is not."""
+    target = {"missing": None, "gone": str(tmp_path / "py312" / "notewell-query.zsh"),
+              "relative": alfred_workflow.ZSH_RUN, "folder": str(tmp_path)}[record]
+    if target is None:
+        (home / "notewell-client").unlink()
+    else:
+        (home / "notewell-client").write_text(target)
+    wf = tmp_path / "wf"
+    plist = unpack(built, wf)
+    inst = installation(tmp_path / "venv" / "bin", home)
+    assert answered_by_zsh(keystroke(wf, plist, "postgres vac", tmp_path), inst, tmp_path)
+    stamp(wf, "0.0.9")
+    out = keystroke(wf, plist, "postgres vac", tmp_path)
+    assert out.stderr == b"" and runs(inst) == ["alfred query postgres vac"]
+    assert json.loads(out.stdout)["items"][0]["title"] == "Postgres vacuum"
+
+
+@pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
+def test_a_recorded_client_path_with_spaces_quotes_and_non_ascii(built: Path, daemon,
+                                                                  tmp_path: Path, home):
+    where = tmp_path / "it's \"my\" $HOME" / "Ünïcødé 名前 (x)" / "scripts"
+    where.mkdir(parents=True)
+    for name in (alfred_workflow.ZSH_CLIENT, alfred_workflow.ZSH_RUN,
+                 alfred_workflow.PYTHON_CLIENT):
+        shutil.copy(SCRIPTS / name, where)
+    paths.record_client(str(where / alfred_workflow.ZSH_CLIENT))
+    wf = tmp_path / "wf"
+    plist = unpack(built, wf)
+    stamp(wf, "0.0.9")  # only the recorded client can answer from zsh
+    inst = installation(tmp_path / "venv" / "bin", home)
+    assert answered_by_zsh(keystroke(wf, plist, "postgres vac", tmp_path), inst, tmp_path)
+
+
+@pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
+def test_the_recorded_client_falls_back_to_the_recorded_installation(built: Path, tmp_path,
+                                                                     notes_config, home):
+    """The daemon is down: the client it recorded, run by the workflow, says so through
+    `notewell alfred query` of the installation the home records, as the workflow's own
+    copy would (not through a Python of its own, which a Python upgrade may have
+    removed)."""
+    d = start_daemon(home)
+    d.stop()
+    assert (home / "notewell-client").exists()
+    wf = tmp_path / "wf"
+    plist = unpack(built, wf)
+    stamp(wf, "0.0.9")
+    inst = installation(tmp_path / "venv" / "bin", home)
+    out = keystroke(wf, plist, "postgres vac", tmp_path)
+    assert "not running" in json.loads(out.stdout)["items"][0]["title"], out.stderr
+    assert runs(inst) == ["alfred query postgres vac"]
+    assert not (tmp_path / "python-ran").exists()

@@ -29,15 +29,6 @@ def run_zsh(env: dict[str, str], *args: str, timeout: float = 10) -> subprocess.
                           timeout=timeout, check=False)
 
 
-@pytest.fixture
-def marker(tmp_path: Path) -> Path:
-    """A stand-in for the Python fallback that says it was called, and with what."""
-    fake = tmp_path / "fake-python"
-    fake.write_text('#!/bin/sh\nprintf "FALLBACK %s|" "$@"\n')
-    fake.chmod(0o755)
-    return fake
-
-
 def fell_back(out: subprocess.CompletedProcess, *query: str) -> bool:
     text = out.stdout.decode("utf-8", "replace")
     return text == "".join(f"FALLBACK {a}|" for a in ("-IS", str(CLIENT), *query))

@@ -10,13 +10,21 @@ import sys
 import pytest
 from helpers import REPO
 
-_spec = importlib.util.spec_from_file_location("notewell_bench_load", REPO / "bench" / "load.py")
-load = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = load  # dataclasses look their module up while it loads
-_spec.loader.exec_module(load)
+pytestmark = pytest.mark.bench  # it runs bench/load.py: not part of the default run
+
+
+def load_bench():
+    # Loaded by the test, not at collection: a default run does not import bench/.
+    spec = importlib.util.spec_from_file_location("notewell_bench_load",
+                                                  REPO / "bench" / "load.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
+    spec.loader.exec_module(module)
+    return module
 
 
 def short_load(tmp_path, monkeypatch):
+    load = load_bench()
     monkeypatch.setenv("NOTEWELL_HOME", str(tmp_path / "home"))  # run_load sets it too
     result = load.run_load(tmp_path / "home", tmp_path / "notes", seconds=3.0, clients=3,
                            stable=60, churn=30)

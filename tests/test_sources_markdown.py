@@ -10,6 +10,7 @@ import pytest
 from helpers import write_notes
 from notewell.config import SourceConfig
 from notewell.sources import SourceError
+from notewell.sources.frontmatter import split_frontmatter
 from notewell.sources.markdown import (
     MarkdownSource,
     collect_tags,
@@ -17,7 +18,6 @@ from notewell.sources.markdown import (
     glob_to_regex,
     inline_tags,
     render_links,
-    split_frontmatter,
 )
 
 

@@ -104,25 +104,6 @@ def test_snippet_shows_the_sentence_with_the_word_meant(engine):
     assert "ripe bananas" in hit.snippet
 
 
-def test_the_committed_typo_set_is_what_the_seeded_generator_makes(tmp_path):
-    import subprocess
-    import sys
-
-    from helpers import REPO
-
-    out = tmp_path / "typos.jsonl"
-    subprocess.run([sys.executable, str(REPO / "bench" / "typo_queries.py"), "--out",
-                    str(out)], check=True, capture_output=True)
-    committed = REPO / "bench" / "typos" / "demo-golden-typos.jsonl"
-    assert out.read_text() == committed.read_text()
-    import json
-
-    rows = [json.loads(line) for line in committed.read_text().splitlines()]
-    assert all(r["query"] != r["clean"] for r in rows if r["typos"])
-    kinds = {t["kind"] for r in rows for t in r["typos"]}
-    assert kinds == {"drop", "double", "swap", "neighbour"}
-
-
 def test_a_rare_word_close_to_a_common_one_gets_both(engine, notes_dir):
     for i in range(31):
         (notes_dir / f"mail{i}.md").write_text(f"# Mail {i}\n\nWe receive invoices daily.\n")

@@ -123,14 +123,6 @@ def test_alfred_s_decomposed_queries_through_the_zsh_client(unicode_notes, daemo
         assert alfred_items(run_zsh(env, nfd(query))) == composed, query
 
 
-@pytest.fixture
-def marker(tmp_path: Path) -> Path:
-    fake = tmp_path / "fake-python"
-    fake.write_text('#!/bin/sh\nprintf "FALLBACK %s|" "$@"\n')
-    fake.chmod(0o755)
-    return fake
-
-
 def test_a_loose_pdf_named_in_finder_is_titled_in_nfc(tmp_path):
     from pdf_fixture import write_pdf
 

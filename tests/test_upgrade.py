@@ -139,8 +139,19 @@ def test_the_workflows_own_older_client_still_restarts_the_daemon(old_daemon, ho
     after = wait_for(d, synced(NEW))
     assert after["pid"] == pid and d.proc.poll() is None
     assert sum(r["embedded"] for r in after["last_reports"]) == 0, after["last_reports"]
+    # The restarted daemon recorded its client, the upgraded package's; the workflow's
+    # old copy hands over to it, so zsh answers by itself: the installation (Python) is
+    # not run, though it would fail.
+    client = package / "launcher" / "scripts" / "notewell-query.zsh"
+    assert (home / "notewell-client").read_text() == str(client.resolve())
+    ran = tmp_path / "python-ran"
+    fails = tmp_path / "notewell"
+    fails.write_text(f'#!/bin/sh\necho "$@" >> "{ran}"\nexit 1\n')
+    fails.chmod(0o755)
+    (home / "notewell-command").write_text(json.dumps([str(fails)]))
     assert keystroke_from_the_workflow("lisbon tram")["items"][0]["title"] == \
         "Lisbon weekend"
+    assert not ran.exists()
 
 
 def test_an_upgrade_that_cuts_notes_differently_re_chunks_the_index_on_its_own(old_daemon,

@@ -155,6 +155,30 @@ def test_file_system_events(folder):
         w.stop()
 
 
+def test_the_daemons_own_reads_send_no_events_at_all(folder, monkeypatch):
+    """Only changes are subscribed to: a scan opening every note wakes no watchdog thread
+    (inotify's mask), not merely an event the handler then drops."""
+    watchdog_events = pytest.importorskip("watchdog.events")
+    seen: list[str] = []
+    dispatch = watchdog_events.FileSystemEventHandler.dispatch
+
+    def recording_dispatch(handler, event) -> None:
+        seen.append(f"{event.event_type} {os.fsdecode(event.src_path)}")
+        dispatch(handler, event)
+
+    monkeypatch.setattr(watchdog_events.FileSystemEventHandler, "dispatch", recording_dispatch)
+    w = ChangeWatcher([md_source(folder)], use_events=True, rescan_seconds=3600)
+    w.start()
+    try:
+        scan_digest(w.sources["notes"])  # reads, as a sync or rescan does
+        (folder / "a.md").read_text()
+        (folder / "z.md").write_text("# Z\n")  # then a change, which does arrive
+        assert wait_for(lambda: any(e.endswith("z.md") for e in seen), 3)
+        assert not [e for e in seen if not e.endswith("z.md")], seen
+    finally:
+        w.stop()
+
+
 def test_bear_change_token(tmp_path):
     fx = build(str(tmp_path / "bear" / "database.sqlite"))
     src = open_source(SourceConfig("bear", "bear", fx.path))
@@ -164,6 +188,83 @@ def test_bear_change_token(tmp_path):
         assert w.mode == {"bear": "token"}
         w.check_now()  # the token read again, unchanged: no change
         assert w.dirty_since() == {}
+        fx.add_tag("A1B2C3D4-0002-4000-8000-000000000002", "terminal")
+        assert wait_for(lambda: "bear" in w.dirty_since(), 3)
+    finally:
+        w.stop()
+        src.close()
+        fx.close()
+
+
+class RecordingEvent(threading.Event):
+    """The poller's wake-up event, recording how long each sleep may last and each poke."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timeouts: list[float | None] = []
+        self.pokes = 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.timeouts.append(timeout)
+        return super().wait(timeout)
+
+    def set(self) -> None:
+        self.pokes += 1
+        super().set()
+
+
+def test_an_idle_poller_sleeps_until_its_next_scheduled_read(tmp_path, folder):
+    """No wake-up every second: with file events, the next look is the safety rescan (or
+    Bear's safety token read); without them, the poll; a token without events, every
+    ``token_seconds``."""
+    pytest.importorskip("watchdog")
+    clock = FakeClock()
+    fx = build(str(tmp_path / "bear" / "database.sqlite"))
+    bear = open_source(SourceConfig("bear", "bear", fx.path))
+    cases = [([md_source(folder)], True, 300.0), ([bear], True, 60.0),
+             ([md_source(folder)], False, 5.0), ([bear], False, 1.0)]
+    try:
+        for sources, events, expected in cases:
+            w = ChangeWatcher(sources, use_events=events, poll_seconds=5.0, token_seconds=1.0,
+                              token_safety_seconds=60.0, rescan_seconds=300.0, clock=clock)
+            w._poke = RecordingEvent()
+            w.start()
+            try:
+                assert w.next_check_in() == expected
+                assert wait_for(lambda w=w: w._poke.timeouts, 3)
+                assert w._poke.timeouts[0] == expected, (sources, events)
+                if events and sources[0] is bear:  # an event: read now, and 1 s later
+                    w._poke.set()
+                    assert wait_for(lambda w=w: len(w._poke.timeouts) > 1, 3)
+                    assert w._poke.timeouts[1] == 1.0
+            finally:
+                w.stop()
+    finally:
+        bear.close()
+        fx.close()
+
+
+def test_bear_changes_arrive_by_file_events_without_polling(tmp_path):
+    """Bear's database folder is watched: a commit is seen at once, with the token's poll
+    an hour away; the -shm file readers touch pokes nothing."""
+    pytest.importorskip("watchdog")
+    fx = build(str(tmp_path / "bear" / "database.sqlite"))
+    src = open_source(SourceConfig("bear", "bear", fx.path))
+    w = ChangeWatcher([src], use_events=True, debounce=0.1, token_seconds=3600,
+                      token_safety_seconds=3600)
+    w._poke = RecordingEvent()
+    w.start()
+    try:
+        assert w.mode == {"bear": "token"} and w.next_check_in() > 3000
+        # Not the database's own -shm: SQLite maps it, and writing it from here could break
+        # the fixture's connection. One "created" event of a -shm file, then the marker's.
+        (tmp_path / "index-shm").write_bytes(b"\0" * 8)
+        os.replace(tmp_path / "index-shm", tmp_path / "bear" / "other.sqlite-shm")
+        (tmp_path / "marker").write_text("after the -shm write")
+        os.replace(tmp_path / "marker", tmp_path / "bear" / "marker")  # one event
+        assert wait_for(lambda: w._poke.pokes >= 1, 3)
+        assert w._poke.pokes == 1  # events arrive in order: the -shm one poked nothing
+        assert w.dirty_since() == {}  # a poke reads the token; unchanged, nothing to do
         fx.add_tag("A1B2C3D4-0002-4000-8000-000000000002", "terminal")
         assert wait_for(lambda: "bear" in w.dirty_since(), 3)
     finally:
@@ -253,7 +354,12 @@ def test_the_loop_syncs_a_change_once_it_has_been_quiet_for_the_debounce(tmp_pat
         clock.advance(0.25)
         bg.step()
         assert [(r["added"], r["updated"]) for r in bg.last_reports] == [(1, 0)]
-        assert bg.next_wait() == 5.0 and bg.lag() is None
+        assert bg.next_wait() == 5.0 and bg.lag() is None  # a poll: the sync's after-work
+        clock.advance(10.0)
+        assert bg.next_wait() == 60.0  # settled and idle: a minute, not every poll
+        (folder / "c.md").write_text("# C\n\ngamma delta epsilon\n")
+        bg.watcher.check_now()
+        assert bg.next_wait() == 1.0  # a change wakes it at its debounce
 
 
 def test_failing_syncs_back_off_and_show_as_lag_after_a_minute(tmp_path, folder):

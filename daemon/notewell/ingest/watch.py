@@ -4,11 +4,17 @@ Three ways to notice a change, cheapest first:
 
 - file-system events (``watchdog``: FSEvents on macOS, inotify on Linux) on each source's
   ``watch_paths``, filtered to what can matter (Markdown files, folders, a vault's
-  ``app.json``); Bear's database folder only prompts a look at the change token;
-- a source's ``change_token`` (Bear: ``PRAGMA data_version``), polled about every second
-  at the cost of one pragma;
+  ``app.json``); an event in Bear's database folder (the database, its ``-wal``; not the
+  ``-shm`` that readers, this one included, touch) prompts a read of its change token;
+- a source's ``change_token`` (Bear: ``PRAGMA data_version``, one pragma): read on those
+  events and once more ``token_seconds`` later, and every ``token_safety_seconds`` in
+  case one was missed; every ``token_seconds`` only when its folder cannot be watched;
 - a scan digest (a stat walk) for sources without events, every ``poll_seconds``, and for
   every file source every ``rescan_seconds`` in case the OS dropped events.
+
+The poller sleeps until its next scheduled read (or an event pokes it), so an idle daemon
+whose sources all have events wakes for it once per ``token_safety_seconds`` at most
+(``bench/energy.py`` measures the idle daemon).
 
 A change marks its source dirty; a dirty source is *due* once it has been quiet for
 ``debounce`` seconds (or has waited ``max_delay``), so a burst of saves is one sync. The
@@ -64,7 +70,8 @@ def relevant_path(path: str, is_directory: bool) -> bool:
 class ChangeWatcher:
     def __init__(self, sources: Iterable[Source], *, debounce: float = 1.0,
                  max_delay: float = 10.0, poll_seconds: float = 5.0,
-                 token_seconds: float = 1.0, rescan_seconds: float = 300.0,
+                 token_seconds: float = 1.0, token_safety_seconds: float = 60.0,
+                 rescan_seconds: float = 300.0,
                  use_events: bool = True, on_change: Callable[[], None] | None = None,
                  clock: Clock = SYSTEM_CLOCK) -> None:
         self.sources = {s.name: s for s in sources}
@@ -72,6 +79,7 @@ class ChangeWatcher:
         self.max_delay = max_delay
         self.poll_seconds = poll_seconds
         self.token_seconds = token_seconds
+        self.token_safety_seconds = token_safety_seconds
         self.rescan_seconds = rescan_seconds
         self.use_events = use_events
         self.on_change = on_change or (lambda: None)
@@ -84,8 +92,10 @@ class ChangeWatcher:
         self._tokens: dict[str, str | None] = {}
         self._digests: dict[str, str] = {}
         self._next_digest: dict[str, float] = {}
+        self._next_token: dict[str, float] = {}
         self._evented: set[str] = set()  # sources whose file events are being delivered
         self._token_sources: set[str] = set()
+        self._token_evented: set[str] = set()  # token sources whose folder sends events
         self._stop = threading.Event()
         self._poke = threading.Event()
         self._thread: threading.Thread | None = None
@@ -102,6 +112,7 @@ class ChangeWatcher:
             if token is not None:
                 self._token_sources.add(name)
                 self._tokens[name] = token
+                self._next_token[name] = now + self.token_seconds
             else:
                 self._digests[name] = scan_digest(src)
                 self._next_digest[name] = now + self.poll_seconds
@@ -110,6 +121,8 @@ class ChangeWatcher:
         for name in self.sources:
             if name in self._evented and name not in self._token_sources:
                 self._next_digest[name] = now + self.rescan_seconds
+            if name in self._token_evented:
+                self._next_token[name] = now + self.token_safety_seconds
         self._thread = threading.Thread(target=self._poll_loop, name="notewell-watch",
                                         daemon=True)
         self._thread.start()
@@ -136,13 +149,26 @@ class ChangeWatcher:
 
     def _start_events(self) -> None:
         try:
-            from watchdog.events import FileSystemEventHandler
+            from watchdog.events import (
+                DirCreatedEvent,
+                DirDeletedEvent,
+                DirMovedEvent,
+                FileCreatedEvent,
+                FileDeletedEvent,
+                FileModifiedEvent,
+                FileMovedEvent,
+                FileSystemEventHandler,
+            )
             from watchdog.observers import Observer
         except ImportError:
             log.info("watchdog is not installed; watching sources by polling every %.0f s",
                      self.poll_seconds)
             return
         watcher = self
+        # Only changes: with inotify this is the kernel's mask, so the daemon's own reads
+        # (a sync or rescan opening every note) wake no thread at all.
+        changes = [FileCreatedEvent, FileDeletedEvent, FileModifiedEvent, FileMovedEvent,
+                   DirCreatedEvent, DirDeletedEvent, DirMovedEvent]
 
         class Handler(FileSystemEventHandler):
             def __init__(self, name: str, token: bool) -> None:
@@ -152,11 +178,13 @@ class ChangeWatcher:
                 # Opening and closing (our own reads among them) change nothing.
                 if event.event_type not in ("created", "deleted", "modified", "moved"):
                     return
-                if self.token:
-                    watcher._poke.set()  # let the poller read Bear's token now
-                    return
                 if event.is_directory and event.event_type == "modified":
                     return  # the file event inside says more
+                if self.token:
+                    # Readers (our token read among them) write the -shm index only.
+                    if not os.fsdecode(event.src_path).endswith("-shm"):
+                        watcher._poke.set()  # let the poller read the token now
+                    return
                 paths = [os.fsdecode(event.src_path)]
                 if getattr(event, "dest_path", None):
                     paths.append(os.fsdecode(event.dest_path))
@@ -174,17 +202,21 @@ class ChangeWatcher:
                     continue
                 try:
                     observer.schedule(Handler(name, name in self._token_sources), path,
-                                      recursive=name not in self._token_sources)
+                                      recursive=name not in self._token_sources,
+                                      event_filter=changes)
                 except Exception as e:  # e.g. the inotify watch limit; polling still works
                     log.warning("cannot watch %s for events (%s); polling it instead", path, e)
                     continue
-                if name not in self._token_sources:
+                if name in self._token_sources:
+                    self._token_evented.add(name)
+                else:
                     self._evented.add(name)
         try:
             observer.start()
         except Exception as e:
             log.warning("file-system events unavailable (%s); polling instead", e)
             self._evented.clear()
+            self._token_evented.clear()
             return
         self._observer = observer
 
@@ -226,31 +258,49 @@ class ChangeWatcher:
         """Poll every token and digest once, on the caller's thread (for tests)."""
         now = self.clock.monotonic()
         for name in list(self.sources):
-            self._check(name, now, digest=True)
+            self._check(name, now, force=True)
+
+    def next_check_in(self) -> float | None:
+        """Seconds until the poller's next scheduled token read or scan digest (0 when one
+        is due); ``None`` when only file-system events can tell it to look."""
+        times = [*self._next_digest.values(), *self._next_token.values()]
+        return max(0.0, min(times) - self.clock.monotonic()) if times else None
 
     def _poll_loop(self) -> None:
         lower_this_thread()  # scans and digests are background work
         while not self._stop.is_set():
-            self._poke.wait(self.token_seconds)
+            # Asleep until a read is due or an event of a token source pokes: no wake-up
+            # on a timer when nothing is scheduled.
+            poked = self._poke.wait(self.next_check_in())
             self._poke.clear()
             if self._stop.is_set():
                 return
             now = self.clock.monotonic()
             for name in list(self.sources):
                 try:
-                    self._check(name, now, digest=now >= self._next_digest.get(name, float("inf")))
+                    self._check(name, now, force=poked and name in self._token_sources)
                 except Exception:  # a source bug must not kill change detection
                     log.exception("checking %s for changes failed", name)
 
-    def _check(self, name: str, now: float, digest: bool) -> None:
+    def _check(self, name: str, now: float, *, force: bool = False) -> None:
+        """Read ``name``'s token or digest if it is due (or ``force``d), and schedule the
+        next read."""
         src = self.sources[name]
         if name in self._token_sources:
+            if not force and now < self._next_token.get(name, float("inf")):
+                return
+            # After an event, once more ``token_seconds`` later: the event may come from
+            # the write just before the commit becomes visible (SQLite publishes it in the
+            # -shm, which gives no event), and Bear writes in bursts.
+            interval = (self.token_safety_seconds if name in self._token_evented and not force
+                        else self.token_seconds)
+            self._next_token[name] = now + interval
             token = src.change_token()
             if token != self._tokens.get(name):
                 self._tokens[name] = token
                 self.mark(name, "change token")
             return
-        if not digest:
+        if not force and now < self._next_digest.get(name, float("inf")):
             return
         interval = self.rescan_seconds if name in self._evented else self.poll_seconds
         self._next_digest[name] = now + interval

@@ -1,10 +1,12 @@
 """The Alfred 5 workflow, generated: ``info.plist``, icons and the action bootstrap, zipped.
 
 ``build()`` writes a ``.alfredworkflow`` (a zip with everything at its root). No Python path
-is baked into it: it carries its own copy of the zsh client, which finds the daemon's socket
-and, when it needs Python, this installation, through files in the notewell home
-(``notewell-socket``, ``notewell-command``), so reinstalling notewell on another Python
-changes nothing for it. The object graph:
+is baked into it: it carries its own copy of the zsh client, which hands over to the zsh
+client of the running daemon's installation (``notewell-client`` in the notewell home, so
+an upgrade of notewell changes nothing for it), else finds the daemon's socket and, when
+it needs Python, this installation, through files in the home (``notewell-socket``,
+``notewell-command``), so reinstalling notewell on another Python changes nothing for it
+either. The object graph:
 
     Script Filter (keyword ``{var:keyword}``, default ``n``) ──↩──▶ Run Script: open
         ├─⌘─▶ Run Script: reveal       ├─⌥─▶ Run Script: copy passage
@@ -99,10 +101,10 @@ If the daemon is not running, one item says so; Enter starts it.
 
 This workflow was built by `notewell alfred build`. It holds no path to Python: it finds
 notewell through its home (NOTEWELL_HOME, or ~/Library/Application Support/notewell):
-the daemon's socket in `notewell-socket`, the installation in `notewell-command`
-(both written by `notewell serve`; the latter also by `agent install` and `alfred build`).
-Reinstalling notewell on another Python needs nothing. After upgrading notewell itself,
-build and install the workflow again: until then searches still work, through Python.
+the running daemon's own client in `notewell-client` and its socket in `notewell-socket`
+(written by the daemon), the installation in `notewell-command` (written by `notewell
+serve`, `agent install` and `alfred build`). Neither reinstalling notewell on another
+Python nor upgrading notewell needs a new workflow.
 """
 
 

@@ -18,7 +18,7 @@ scales, so the same weights:
   batches of 8 20.7 -> 30.2 chunks/s (the shipped file: 4.26 ms, 22.9), with the same
   vectors (cosine to the unfused rewrite's min 0.99976 over 100 texts).
 
-Measured on the 2-core Xeon (``bench/model_variants.py``, ``bench/quality.py``): 63 MB
+Measured on the 2-core Xeon (``bench/indexing.py``, ``bench/quality.py``): 63 MB
 less resident, a short query 3.3 -> 2.6 ms before the fusion above, vectors
 within cosine 0.9994 of the shipped file's; on an index built with it, nDCG@10 0.7389 on
 SciFact and 0.966 on the demo set (shipped: 0.7395, 0.967); with its queries over an

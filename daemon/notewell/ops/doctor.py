@@ -395,6 +395,7 @@ def check_workflow(platform: str) -> Check:
     try:
         with zipfile.ZipFile(path) as zf:
             plist = plistlib.loads(zf.read("info.plist"))
+            copy = zf.read(alfred_workflow.ZSH_CLIENT)
     except (OSError, KeyError, zipfile.BadZipFile, plistlib.InvalidFileException) as e:
         return Check(name, FAIL, f"{path} is damaged: {e}", "`notewell alfred build`")
     want = alfred_workflow.this_installation()
@@ -405,13 +406,17 @@ def check_workflow(platform: str) -> Check:
             plist.get("variables", {}).get("NOTEWELL_HOME") != want.home:
         return Check(name, FAIL, f"{path} was built for another installation or home",
                      "`notewell alfred build` and `notewell alfred install` again")
-    from notewell import __version__
-
-    if plist.get("version") != __version__:  # its zsh client is that version's
-        return Check(name, FAIL, f"{path} was built by notewell {plist.get('version')}, this "
-                     f"is {__version__}: searches go through Python until it is rebuilt",
-                     "`notewell alfred install`")
-    return Check(name, OK, f"{path}, built for this installation")
+    # Another version's workflow is fine as long as its copy of the zsh client hands over
+    # to the client the daemon records (paths.record_client; the copy reads
+    # "<home>/notewell-client"). One built before that did not, and a daemon of another
+    # version sends all its keystrokes to Python.
+    if b"/" + os.path.basename(paths.client_record()).encode() not in copy:
+        return Check(name, FAIL, f"{path} was built by notewell {plist.get('version')}, "
+                     "before the workflow followed upgrades: searches go through Python "
+                     "until it is rebuilt", "`notewell alfred install` (once: later "
+                     "upgrades need nothing)")
+    return Check(name, OK, f"{path}, built for this home (by notewell "
+                 f"{plist.get('version')}); it runs the daemon's own zsh client")
 
 
 def check_fast_client(platform: str, daemon_up: bool) -> Check:

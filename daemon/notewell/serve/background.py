@@ -7,8 +7,8 @@ the retry backoff of failing sources, the lag behind the sources (``lag``, shown
 exceeds ``BEHIND_AFTER``), and switching to a newer index generation (``Engine.reopen``:
 the replaced one closes when the last request holding it lets go). Every time it reads
 comes from an injectable ``Clock``, so tests drive debounce, backoff and lag with a fake
-one; the thread itself only runs ``step`` whenever the watcher, a request or
-``poll_seconds`` wakes it.
+one; the thread itself only runs ``step`` whenever the watcher, a request or its timeout
+(``next_wait``) wakes it.
 
 Threads: this one writes everything here; handler threads read ``state``, ``problem``,
 ``last_reports`` (each replaced whole, never changed in place) and ``lag()`` and
@@ -40,6 +40,11 @@ log = logging.getLogger(__name__)
 BEHIND_AFTER = 60.0  # seconds of unapplied changes (or failing syncs) before results say so
 MAX_RETRY_DELAY = 60.0  # the longest a failing source waits for its next try
 WRITER = "the notewell daemon"  # what a command waiting for the index's writer lock is told
+# Idle, the loop wakes every IDLE_POLLS polls (a minute by default) to look for an index
+# rebuilt by another process; for SETTLE_POLLS polls after a sync, every poll (its
+# after-work: the keyword copy, once the chunks are still). Changes wake it themselves.
+IDLE_POLLS = 12
+SETTLE_POLLS = 2
 
 
 class SyncError(Exception):
@@ -84,6 +89,7 @@ class Background:
         self._rebuild_asked = False
         self._listeners: list[Callable[[dict], None]] = []
         self._writer_wait: str | None = None  # who holds the writer lock we wait for
+        self._settle = (0, 0.0)  # (rounds done, until when) for next_wait
 
     # -- the thread -----------------------------------------------------------------------
 
@@ -153,9 +159,16 @@ class Background:
 
     def next_wait(self) -> float:
         """How long to sleep: until a debounced change is due or, at the latest,
-        ``poll_seconds``, to pick up a rebuilt index."""
-        wait = self.watcher.next_due_in() if self.watcher else None
-        return self.poll_seconds if wait is None else min(wait, self.poll_seconds)
+        ``poll_seconds`` soon after a sync (and always without a watcher), else
+        ``IDLE_POLLS`` polls: an idle daemon must not wake the CPU every few seconds."""
+        if self.watcher is None:
+            return self.poll_seconds
+        now = self.clock.monotonic()
+        if self._settle[0] != self._round_done:  # a sync ran since: settle at poll pace
+            self._settle = (self._round_done, now + SETTLE_POLLS * self.poll_seconds)
+        limit = self.poll_seconds * (1 if now < self._settle[1] else IDLE_POLLS)
+        wait = self.watcher.next_due_in()
+        return limit if wait is None else min(wait, limit)
 
     def step(self) -> None:
         """One wake-up's work: sync what is due, or else look for a newer index."""

@@ -115,6 +115,15 @@ class Daemon:
         except OSError as e:
             log.warning("could not write %s (%s): Alfred's zsh client falls back to Python "
                         "until it can", paths.socket_record(), e)
+        # Which zsh client Alfred's workflow hands keystrokes to: this version's. Imported
+        # here: the workflow builder is needed by nothing else in the daemon.
+        from notewell.launcher.alfred_workflow import this_installation
+
+        try:
+            paths.record_client(this_installation().fast_client)
+        except OSError as e:
+            log.warning("could not write %s (%s): Alfred's workflow uses its own copy of the "
+                        "zsh client", paths.client_record(), e)
         with contextlib.suppress(FileNotFoundError):  # a restart after an upgrade is done
             os.remove(paths.restart_marker())
         self.background.start()

@@ -20,7 +20,8 @@ import urllib.parse
 from notewell.config import SourceConfig
 from notewell.notes import Note
 from notewell.sources.base import Listing, SourceError
-from notewell.sources.markdown import MarkdownSource, _stem, meta_title
+from notewell.sources.frontmatter import meta_title
+from notewell.sources.markdown import MarkdownSource, _stem
 
 log = logging.getLogger(__name__)
 

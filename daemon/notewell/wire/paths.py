@@ -140,6 +140,27 @@ def mcp_marker() -> str:
     return _join(home(), "mcp-configured")
 
 
+def client_record() -> str:
+    """The zsh client of the installation whose daemon last started in this home, written
+    by the daemon (``record_client``): the Alfred workflow's own copy of the client hands
+    each keystroke to it, so the client matches the running daemon's version after an
+    upgrade of notewell without the workflow being rebuilt."""
+    return _join(home(), "notewell-client")
+
+
+def record_client(path: str | None) -> None:
+    """Write ``path`` (the daemon's own zsh client) to ``client_record()``; ``None`` (the
+    installation lacks it) removes the record, so the workflow's copy answers by itself."""
+    if path is None:
+        import contextlib
+        import os
+
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(client_record())
+        return
+    write_atomic(client_record(), path.encode("utf-8", "surrogateescape"))
+
+
 def restart_marker() -> str:
     """Exists while a daemon restarts itself after an upgrade (between its old socket and
     its new one), so a client waits instead of saying "not running"."""

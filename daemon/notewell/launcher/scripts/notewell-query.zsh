@@ -1,60 +1,9 @@
 #!/bin/zsh -f
-# notewell's per-keystroke client for Alfred, in zsh: the fast path of notewell-query.
-#
-# Usage: notewell-query.zsh QUERY...     (or, from Alfred's /bin/zsh: source it with "$1")
-#        notewell-query.zsh --alfred-action ACTION ARG     (the workflow's Run Script objects)
-#
-# Python's own start is 7–8 ms before a line of the client runs; zsh's is under 2 ms, and
-# every Mac has it. This script asks the daemon for the one thing a keystroke needs, a search
-# in Alfred's format, over the same socket and protocol as notewell/client.py (a 4-byte
-# big-endian length, then msgpack), and prints the JSON the daemon prepared. Anything else
-# (no daemon, an error reply, a version mismatch, a socket path it would need Python to
-# work out, zsh without its socket module) it hands to the Python client, which says what
-# happened as an Alfred item: this script never prints an error itself.
-#
-# It ships inside the notewell package (notewell/launcher/scripts/), beside its Python
-# fallback, and the Alfred workflow carries a copy of it (no Python path is baked into the
-# workflow, so a Python upgrade that moves the package changes nothing). It carries the
-# version of the package it came from: every request says which notewell asks, so a
-# daemon of another version notices (one older than its installation restarts itself into
-# it; the Python client shows that) instead of answering the wrong way.
-#
-# The socket: the daemon writes the path it listens on to notewell-socket in its home
-# (notewell.wire.paths.record_socket; a short path under /tmp when the home is too deep for
-# a socket address, which zsh could not work out without Python's hash).
-#
-# The fallback: beside the package's copy, its Python client (NOTEWELL_PYTHON and
-# NOTEWELL_CLIENT, default: the checkout's .venv, else the virtualenv this package is
-# installed in, else python3; and ./notewell-query beside this file). The workflow's copy has
-# none beside it: it runs the notewell recorded in the home (notewell-command, written by
-# `notewell serve`, `agent install` and `alfred build`) as `notewell alfred query QUERY`,
-# through notewell-run.zsh beside it.
-# Environment: NOTEWELL_HOME (as everywhere). tests/test_client_zsh.py checks it against the
-# Python client byte for byte.
-
-# Alfred sources this into a /bin/zsh that has read ~/.zshenv: what follows is parsed with
-# zsh's own options and no aliases (an option like ignore_braces would break `{fd}`). The
-# shell is Alfred's and ends with this script, so nothing of the user's is lost.
+# notewell's per-keystroke client for Alfred, in zsh. What it does and why is told below
+# the hand-over: zsh parses a sourced file as it runs it, so the lines the Alfred
+# workflow's copy runs before handing over to the daemon's client come first, bare.
 \builtin emulate -R zsh
 \builtin unalias -m '*' 2>/dev/null
-
-typeset -g _notewell_here=${${(%):-%x}:A:h}
-# notewell.__version__ of the package this file ships in (tests/test_client_zsh.py checks).
-typeset -g _notewell_version=0.1.0
-
-_notewell_fallback() {
-  [[ -n $fd ]] && exec {fd}>&-  # notewell_query's connection, if it opened one
-  if [[ -n $NOTEWELL_PYTHON || -n $NOTEWELL_CLIENT || -f $_notewell_here/notewell-query ]]
-  then
-    # NOTEWELL_PYTHON, else a checkout's .venv (scripts/launcher/notewell/daemon/..), else
-    # the virtualenv whose lib/pythonX.Y/site-packages holds this package, else python3.
-    local python=${NOTEWELL_PYTHON:-$_notewell_here/../../../../.venv/bin/python}
-    [[ -x $python ]] || python=${_notewell_here:h:h:h:h:h:h}/bin/python
-    [[ -x $python ]] || python=python3
-    exec $python -IS ${NOTEWELL_CLIENT:-$_notewell_here/notewell-query} "$@"
-  fi
-  _notewell_run query "$@"  # the workflow's copy
-}
 
 # The home notewell.wire.paths.home() names, in REPLY; 1 where only Python can tell (a
 # ~user home, no $HOME, a relative XDG_DATA_HOME).
@@ -80,6 +29,82 @@ _notewell_home() {
     fi
   fi
   [[ $REPLY == /* ]]
+}
+
+if [[ -z $_notewell_workflow && ! -f ${${(%):-%x}:h}/notewell-query ]]; then
+  typeset -g _notewell_workflow=1
+  if _notewell_home && [[ -r $REPLY/notewell-client ]]; then
+    REPLY=$(<$REPLY/notewell-client)
+    if [[ $REPLY == /* && -f $REPLY && -r $REPLY ]]; then
+      source $REPLY "$@"
+      return
+    fi
+  fi
+fi
+
+# The fast path of notewell-query.
+#
+# Usage: notewell-query.zsh QUERY...     (or, from Alfred's /bin/zsh: source it with "$1")
+#        notewell-query.zsh --alfred-action ACTION ARG     (the workflow's Run Script objects)
+#
+# Python's own start is 7–8 ms before a line of the client runs; zsh's is under 2 ms, and
+# every Mac has it. This script asks the daemon for the one thing a keystroke needs, a search
+# in Alfred's format, over the same socket and protocol as notewell/client.py (a 4-byte
+# big-endian length, then msgpack), and prints the JSON the daemon prepared. Anything else
+# (no daemon, an error reply, a version mismatch, a socket path it would need Python to
+# work out, zsh without its socket module) it hands to the Python client, which says what
+# happened as an Alfred item: this script never prints an error itself.
+#
+# It ships inside the notewell package (notewell/launcher/scripts/), beside its Python
+# fallback, and the Alfred workflow carries a copy of it (no Python path is baked into the
+# workflow, so a Python upgrade that moves the package changes nothing). It carries the
+# version of the package it came from: every request says which notewell asks, so a
+# daemon of another version notices (one older than its installation restarts itself into
+# it; the Python client shows that) instead of answering the wrong way.
+#
+# The first lines. Alfred sources this into a /bin/zsh that has read ~/.zshenv: it is
+# parsed with zsh's own options and no aliases (an option like ignore_braces would break
+# `{fd}`); the shell is Alfred's and ends with this script, so nothing of the user's is
+# lost. Then the hand-over: Alfred's workflow runs its own copy of this file (the only
+# copy with no Python client beside it), which may be older than the installation, so it
+# hands everything (a query, an --alfred-action) to the client the daemon recorded
+# (notewell-client in the home, written by notewell.wire.paths.record_client when the
+# daemon starts: the zsh client of the daemon's own package). The client then always
+# speaks the running daemon's version, and an upgrade of notewell needs no new workflow.
+# The record is read without a fork, and the rest of this copy is never parsed. No record,
+# or one naming a file that is gone (its installation was removed before the new daemon
+# started): this copy carries on by itself. _notewell_workflow tells the recorded client
+# (and this copy) that the hand-over is done and that Python is the installation the home
+# records; it and the arguments are what every later client must accept.
+#
+# The socket: the daemon writes the path it listens on to notewell-socket in its home
+# (notewell.wire.paths.record_socket; a short path under /tmp when the home is too deep for
+# a socket address, which zsh could not work out without Python's hash).
+#
+# The fallback: run on its own, the package's copy runs its Python client (NOTEWELL_PYTHON
+# and NOTEWELL_CLIENT, default: the checkout's .venv, else the virtualenv this package is
+# installed in, else python3; and ./notewell-query beside this file). Run by the workflow
+# (its copy, or the recorded client it handed over to), it runs the notewell recorded in
+# the home (notewell-command, written by `notewell serve`, `agent install` and `alfred
+# build`) as `notewell alfred query QUERY`, through notewell-run.zsh beside this file.
+# Environment: NOTEWELL_HOME (as everywhere). tests/test_client_zsh.py checks it against the
+# Python client byte for byte.
+
+typeset -g _notewell_here=${${(%):-%x}:A:h}
+# notewell.__version__ of the package this file ships in (tests/test_client_zsh.py checks).
+typeset -g _notewell_version=0.1.0
+
+_notewell_fallback() {
+  [[ -n $fd ]] && exec {fd}>&-  # notewell_query's connection, if it opened one
+  if [[ -z $_notewell_workflow ]]; then
+    # NOTEWELL_PYTHON, else a checkout's .venv (scripts/launcher/notewell/daemon/..), else
+    # the virtualenv whose lib/pythonX.Y/site-packages holds this package, else python3.
+    local python=${NOTEWELL_PYTHON:-$_notewell_here/../../../../.venv/bin/python}
+    [[ -x $python ]] || python=${_notewell_here:h:h:h:h:h:h}/bin/python
+    [[ -x $python ]] || python=python3
+    exec $python -IS ${NOTEWELL_CLIENT:-$_notewell_here/notewell-query} "$@"
+  fi
+  _notewell_run query "$@"  # the workflow's copy
 }
 
 # The socket the daemon of this home listens on, as it recorded it (read without a fork).
