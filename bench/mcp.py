@@ -331,8 +331,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"  while {m['sessions']} sessions search in a loop: "
           f"{common.fmt(res['keystroke_with_agents'])} "
           f"({res['agent_calls_meanwhile']} search_notes calls meanwhile)")
-    print(f"search_notes via the relay:  {common.fmt(res['search_notes'])}  (target p50 <= "
-          "25 ms)")
+    print(f"search_notes via stdio:      {common.fmt(res['search_notes'])}  (through the "
+          "relay; target p50 <= 25 ms)")
     print(f"daemon search op directly:   {common.fmt(res['daemon_search'])}  (the same "
           "queries plus a word, alternated)")
     if embed:
