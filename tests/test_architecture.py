@@ -26,8 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     "engine": BELOW_ENGINE,
     "evaluation": BELOW_ENGINE | {"engine"},
     "launcher": {"core", "wire"},
-    # The daemon hosts agents' MCP sessions (agents.session), imported when first used.
-    "serve": BELOW_ENGINE | {"engine", "launcher", "agents"},
+    "serve": BELOW_ENGINE | {"engine", "launcher"},
     "ops": BELOW_ENGINE | {"engine", "launcher", "serve"},
     # The MCP relay (a thin process over the socket; of ops only the agent, to start the
     # daemon; tests/test_mcp.py checks the modules it loads) and the SDK server the
@@ -38,7 +37,9 @@ ALLOWED: dict[str, set[str]] = {
 # The one upward import, by design: the fake embedder's test-only entry point runs the CLI.
 # And the keystroke client reads ``notewell.__version__`` (it sends it with every search):
 # the top-level ``__init__``, loaded before any ``wire`` module anyway, imports nothing.
-EXCEPTIONS = {("notewell.model.fake", "notewell.cli"), ("notewell.wire.client", "notewell")}
+# And the daemon hosts agents' MCP sessions: it imports their host, when first used.
+EXCEPTIONS = {("notewell.model.fake", "notewell.cli"), ("notewell.wire.client", "notewell"),
+              ("notewell.serve.daemon", "notewell.agents.session")}
 
 
 def module_name(path: Path) -> str:
