@@ -1,18 +1,25 @@
-"""The MCP server (``notewell mcp``) as an agent's client sees it: start-up to the answer
-to ``tools/list``, and ``search_notes`` round trips through stdio against a warm daemon on
-the Dendron vault; the size of a typical answer; an example session.
+"""MCP as an agent's client sees it: ``notewell mcp`` (the stdio relay) to a session the
+warm daemon hosts, on the Dendron vault: start-up to the answer to ``tools/list``,
+``search_notes`` round trips, memory per session and the daemon's one-time growth for the
+SDK, the keystroke path's latency while agents search; the size of a typical answer; an
+example session.
 
     .venv/bin/python bench/mcp.py                       # the Dendron vault, real model
     .venv/bin/python bench/mcp.py --fake --notes 30 --starts 3 --queries 10   # smoke run
 
 What it prints:
+- the daemon's one-time growth for the MCP SDK: its resident memory before any session
+  and after the first one (which loads the SDK) has closed;
 - start-up, launch to the ``tools/list`` answer (initialize, initialized, tools/list, as a
   client sends them, over the process's own pipes), p50 / p95 over ``--starts`` runs; and
   where that time goes, measured alternately in the same run: a bare ``python -c pass``,
-  the SDK's import alone (``import mcp.server``), ``import notewell.agents.server`` (the
-  interpreter plus every import; both without the interpreter's exit, which a session's
-  timing does not include either), and the rest (argument parsing, building the server,
-  the handshake);
+  ``import notewell.agents.relay`` (the interpreter plus the relay's imports, without the
+  interpreter's exit, which a session's timing does not include either), and the rest
+  (connecting, the switch to MCP, the session's handshake in the daemon);
+- memory per connected session: ``--sessions`` relays kept open (each after a search):
+  a relay's resident memory plus the daemon's growth divided by the sessions;
+- the keystroke path (the daemon's ``search`` op for Alfred, prefixes of new queries)
+  idle, and while those sessions run ``search_notes`` in a loop;
 - ``search_notes`` round trip, request line written to response line read, over
   ``--queries`` distinct queries (new searches, no prepared answer) in one session; next
   to the same queries asked of the daemon directly (``search`` op, what the MCP layer
@@ -112,15 +119,14 @@ def run_ms(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
 def startup(env: dict[str, str], runs: int) -> dict[str, list[float]]:
     """Launch to tools/list, alternating with the bare interpreter and the imports; wall
     time, and CPU time, which other processes' load changes less."""
-    keys = ("bare", "sdk", "imports", "tools_list")
+    keys = ("bare", "imports", "tools_list")
     out: dict[str, list[float]] = {k: [] for k in (*keys, *(k + "_cpu" for k in keys))}
     # os._exit: a session is timed to its tools/list answer, before any exit, so the
     # imports are timed without the interpreter's teardown (~0.3 s of freeing models).
     code = "import {}, os; os._exit(0)"
     for i in range(runs + 1):  # the first round warms the file cache and .pyc files
         bare = run_ms([sys.executable, "-c", "pass"], env)
-        sdk = run_ms([sys.executable, "-c", code.format("mcp.server")], env)
-        imports = run_ms([sys.executable, "-c", code.format("notewell.agents.server")], env)
+        imports = run_ms([sys.executable, "-c", code.format("notewell.agents.relay")], env)
         s = Session(env)
         tools = s.handshake()
         listed = (time.perf_counter() - s.started) * 1000
@@ -128,11 +134,69 @@ def startup(env: dict[str, str], runs: int) -> dict[str, list[float]]:
         if len(tools) != 6:
             raise SystemExit(f"tools/list gave {len(tools)} tools")
         if i:
-            for key, (wall, used) in (("bare", bare), ("sdk", sdk), ("imports", imports),
+            for key, (wall, used) in (("bare", bare), ("imports", imports),
                                       ("tools_list", (listed, cpu))):
                 out[key].append(wall)
                 out[key + "_cpu"].append(used)
     return out
+
+
+def memory_per_session(daemon: common.DaemonProcess, env: dict[str, str], n: int,
+                       queries: list[str]) -> tuple[dict, list[Session]]:
+    """``n`` sessions opened and kept: the relay's RSS and the daemon's growth per
+    session (MB); the sessions, still open."""
+    before = common.rss_mb(daemon.pid)[0]
+    sessions = []
+    for i in range(n):
+        s = Session(env)
+        s.handshake()
+        s.call("search_notes", {"query": queries[i % len(queries)]})
+        sessions.append(s)
+    grown = common.rss_mb(daemon.pid)[0] - before
+    relays = [common.rss_mb(s.proc.pid)[0] for s in sessions]
+    relay = sum(relays) / len(relays)
+    return {"sessions": n, "relay_rss_mb": round(relay, 1),
+            "daemon_growth_mb": round(grown / n, 2),
+            "per_session_mb": round(relay + grown / n, 1)}, sessions
+
+
+def keystrokes_while(daemon: common.DaemonProcess, sessions: list[Session],
+                     typed: list[str]) -> dict[str, list[float]]:
+    """The keystroke path idle, then while every session runs search_notes in a loop;
+    alternating would let the loops' start and stop blur both, so idle comes first."""
+    import threading
+
+    def keystrokes() -> list[float]:
+        out = []
+        for q in typed:
+            t = time.perf_counter()
+            reply = daemon.ask("search", query=q, format="alfred")
+            out.append((time.perf_counter() - t) * 1000)
+            if not reply.get("ok"):
+                raise SystemExit(f"keystroke search failed: {reply}")
+        return out
+
+    idle = keystrokes()
+    stop = threading.Event()
+    calls = [0] * len(sessions)
+
+    def agent(i: int) -> None:
+        n = 0
+        while not stop.is_set():
+            sessions[i].call("search_notes", {"query": f"{typed[n % len(typed)]} agent {i}"})
+            n += 1
+        calls[i] = n
+
+    threads = [threading.Thread(target=agent, args=(i,)) for i in range(len(sessions))]
+    for t in threads:
+        t.start()
+    try:
+        busy = keystrokes()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    return {"idle": idle, "busy": busy, "agent_calls": [float(sum(calls))]}
 
 
 def tokens(text: str) -> int:
@@ -158,6 +222,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--starts", type=int, default=20, help="start-ups to time")
     ap.add_argument("--queries", type=int, default=60, help="search_notes calls to time")
+    ap.add_argument("--sessions", type=int, default=4, help="sessions kept open for the "
+                    "memory and the keystrokes-while-agents-search figures")
     ap.add_argument("--fake", action="store_true", help="fake embedder (smoke test)")
     ap.add_argument("--notes", type=int, default=0, help="index only the first N notes")
     ap.add_argument("--folder", help="index this Markdown folder instead of the Dendron "
@@ -193,8 +259,16 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         daemon.wait_warm()
         env = {**daemon.env}
-        start = startup(env, args.starts)
         queries = common.queries(args.queries)
+        # The daemon's one-time growth: before any session, and after the first (which
+        # loads the SDK) has closed.
+        rss_before = common.rss_mb(daemon.pid)[0]
+        opener = Session(env)
+        opener.handshake()
+        opener.call("search_notes", {"query": "warm"})
+        opener.close()
+        sdk_growth = common.rss_mb(daemon.pid)[0] - rss_before
+        start = startup(env, args.starts)
         session = Session(env)
         session.handshake()
         for q in ("warm", "warm up", "warm up the cache"):
@@ -207,6 +281,13 @@ def main(argv: list[str] | None = None) -> dict:
             t = time.perf_counter()
             daemon.ask("search", query=f"{q} notes", limit=8)
             direct.append((time.perf_counter() - t) * 1000)
+        memory, kept = memory_per_session(daemon, env, args.sessions, queries)
+        typed = keystroke.prefixes([f"{q} typed" for q in queries], args.queries)
+        try:
+            keys = keystrokes_while(daemon, kept, typed)
+        finally:
+            for each in kept:
+                each.close()
         example_query = queries[0] if args.folder else "publish notes to github pages"
         found = session.call("search_notes", {"query": example_query})
         first = found["structuredContent"]["hits"][0]["note_id"]
@@ -222,24 +303,36 @@ def main(argv: list[str] | None = None) -> dict:
         texts = iter(queries * 2)  # new texts each time: no cached vector
         embed = common.timed(lambda: model.embed_batch([next(texts)]), len(queries))
     res = {"machine": info, "notes": n_notes, "chunks": n_chunks, "fake": args.fake,
+           "sdk_growth_mb": round(sdk_growth, 1), "memory": memory,
+           "keystroke_idle": common.pct(keys["idle"]),
+           "keystroke_with_agents": common.pct(keys["busy"]),
+           "agent_calls_meanwhile": int(keys["agent_calls"][0]),
            "startup": {k: common.pct(v) for k, v in start.items()},
            "search_notes": common.pct(via_mcp), "daemon_search": common.pct(direct),
            "answer_size": size(found), "note_size": size(note),
            "real_query_embedding": common.pct(embed)}
     s = res["startup"]
-    print(f"start-up to tools/list:      {common.fmt(s['tools_list'])}")
+    print(f"start-up to tools/list:      {common.fmt(s['tools_list'])}  (targets p50 150, "
+          "p95 300 ms)")
     print(f"  bare python -c pass:       {common.fmt(s['bare'])}")
-    print(f"  + the mcp SDK's imports:   p50 {s['sdk']['p50'] - s['bare']['p50']:.0f} ms "
-          f"(import mcp.server: {common.fmt(s['sdk'])})")
-    print(f"  + notewell's imports:      p50 {s['imports']['p50'] - s['sdk']['p50']:.0f} ms "
-          f"(import notewell.agents.server: {common.fmt(s['imports'])})")
-    print(f"  + server and handshake:    p50 "
+    print(f"  + the relay's imports:     p50 {s['imports']['p50'] - s['bare']['p50']:.0f} ms "
+          f"(import notewell.agents.relay: {common.fmt(s['imports'])})")
+    print(f"  + connect, switch, session handshake in the daemon: p50 "
           f"{s['tools_list']['p50'] - s['imports']['p50']:.0f} ms")
-    print(f"  CPU time (user + system):  bare p50 {s['bare_cpu']['p50']:.0f} ms, SDK p50 "
-          f"{s['sdk_cpu']['p50']:.0f} ms, imports "
-          f"p50 {s['imports_cpu']['p50']:.0f} ms, whole session to tools/list and exit "
+    print(f"  CPU time (user + system):  bare p50 {s['bare_cpu']['p50']:.0f} ms, imports "
+          f"p50 {s['imports_cpu']['p50']:.0f} ms, whole relay to tools/list and exit "
           f"p50 {s['tools_list_cpu']['p50']:.0f} ms")
-    print(f"search_notes via stdio:      {common.fmt(res['search_notes'])}  (target p50 < 30 ms)")
+    m = res["memory"]
+    print(f"daemon's one-time growth for the MCP SDK: {res['sdk_growth_mb']:.1f} MB")
+    print(f"memory per session ({m['sessions']} open): relay {m['relay_rss_mb']:.1f} MB + "
+          f"daemon {m['daemon_growth_mb']:.2f} MB = {m['per_session_mb']:.1f} MB  "
+          "(target <= 15 MB)")
+    print(f"keystroke search op, idle:   {common.fmt(res['keystroke_idle'])}")
+    print(f"  while {m['sessions']} sessions search in a loop: "
+          f"{common.fmt(res['keystroke_with_agents'])} "
+          f"({res['agent_calls_meanwhile']} search_notes calls meanwhile)")
+    print(f"search_notes via stdio:      {common.fmt(res['search_notes'])}  (through the "
+          "relay; target p50 <= 25 ms)")
     print(f"daemon search op directly:   {common.fmt(res['daemon_search'])}  (the same "
           "queries plus a word, alternated)")
     if embed:

@@ -28,15 +28,18 @@ ALLOWED: dict[str, set[str]] = {
     "launcher": {"core", "wire"},
     "serve": BELOW_ENGINE | {"engine", "launcher"},
     "ops": BELOW_ENGINE | {"engine", "launcher", "serve"},
-    # The MCP server: a thin process over the socket; of ops only the agent (to start the
-    # daemon). tests/test_mcp.py checks the modules it loads.
+    # The MCP relay (a thin process over the socket; of ops only the agent, to start the
+    # daemon; tests/test_mcp.py checks the modules it loads) and the SDK server the
+    # daemon hosts, which answers through the handlers it is given.
     "agents": {"core", "wire", "ops"},
     "cli": BELOW_ENGINE | {"engine", "evaluation", "launcher", "serve", "ops", "agents"},
 }
 # The one upward import, by design: the fake embedder's test-only entry point runs the CLI.
 # And the keystroke client reads ``notewell.__version__`` (it sends it with every search):
 # the top-level ``__init__``, loaded before any ``wire`` module anyway, imports nothing.
-EXCEPTIONS = {("notewell.model.fake", "notewell.cli"), ("notewell.wire.client", "notewell")}
+# And the daemon hosts agents' MCP sessions: it imports their host, when first used.
+EXCEPTIONS = {("notewell.model.fake", "notewell.cli"), ("notewell.wire.client", "notewell"),
+              ("notewell.serve.daemon", "notewell.agents.session")}
 
 
 def module_name(path: Path) -> str:

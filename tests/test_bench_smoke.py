@@ -107,7 +107,8 @@ def test_mcp_smoke(cache, tmp_path):
     out = run("mcp.py", "--fake", "--notes", "8", "--starts", "1", "--queries", "3",
               "--transcript", str(tmp_path / "t.txt"), cache=cache)
     for label in ("start-up to tools/list", "CPU time", "search_notes via stdio",
-                  "search_notes answer, 8 hits", "example session"):
+                  "search_notes answer, 8 hits", "example session", "memory per session",
+                  "one-time growth for the MCP SDK", "while 4 sessions search in a loop"):
         assert label in out
     transcript = (tmp_path / "t.txt").read_text()
     assert transcript.startswith("> search_notes(") and "> get_note(note_id=" in transcript

@@ -1,7 +1,7 @@
-"""``notewell mcp`` through the official SDK's own client (``ClientSession`` over stdio)
-against a real daemon in a subprocess: the tools and their schemas, every tool's
-structured answer checked against its output schema, the errors an agent can cause, the
-daemon being down, and the modules the thin process loads."""
+"""``notewell mcp`` (the relay) through the official SDK's own client (``ClientSession``
+over stdio) against a real daemon in a subprocess, which hosts the session: the tools and
+their schemas, every tool's structured answer checked against its output schema, the
+errors an agent can cause, the daemon being down, and the modules the relay loads."""
 
 from __future__ import annotations
 
@@ -18,11 +18,14 @@ import pytest
 from helpers import REPO, start_daemon, subprocess_env, wait_synced, write_notes
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import MCPError
 from notewell import config
 
 TOOLS = {"search_notes", "get_note", "similar_notes", "recent_notes", "list_tags",
          "index_status"}
-HEAVY = ("numpy", "onnxruntime", "tokenizers", "apsw", "sqlite_vec", "msgpack", "watchdog",
+HEAVY = ("mcp", "mcp_types", "pydantic", "anyio", "json", "logging", "argparse",
+         "notewell.agents.server", "notewell.agents.session", "notewell.ops",
+         "numpy", "onnxruntime", "tokenizers", "apsw", "sqlite_vec", "msgpack", "watchdog",
          "notewell.index", "notewell.model", "notewell.search", "notewell.engine",
          "notewell.serve", "notewell.ingest", "notewell.sources", "notewell.config")
 FILL = " ".join(f"word{i}" for i in range(45))  # sections this long are not merged
@@ -254,38 +257,22 @@ def test_errors_name_what_is_wrong_and_the_session_stays_up(vault):
     assert "Traceback" not in stderr
 
 
-def test_daemon_down_each_tool_says_what_to_run_and_the_session_recovers(tmp_path,
-                                                                        monkeypatch):
+def test_daemon_down_the_initialize_error_says_what_to_run(tmp_path):
+    """No daemon and --no-start: the relay answers initialize itself with an error the
+    client shows, saying what to run; stdout carries nothing else."""
     home = tmp_path / "home"
     home.mkdir()
-    monkeypatch.setenv("NOTEWELL_HOME", str(home))
-    write_notes(tmp_path / "notes")
-    config.save(config.Config(sources=(config.SourceConfig(
-        "notes", "markdown", str(tmp_path / "notes")),)))
-    daemon = []
+    with tempfile.TemporaryFile("w+") as err:
+        async def main() -> str:
+            async with stdio_client(server_params(home), errlog=err) as (read, write), \
+                    ClientSession(read, write) as s:
+                with pytest.raises(MCPError) as e:
+                    await s.initialize()
+                return str(e.value)
 
-    async def calls(s: ClientSession):
-        down = {name: await s.call_tool(name, {"note_id": "notes:x.md"}
-                                        if name in ("get_note", "similar_notes")
-                                        else {"query": "x"} if name == "search_notes" else {})
-                for name in sorted(TOOLS)}
-        listed = await s.list_tools()
-        daemon.append(start_daemon(home))
-        wait_synced(daemon[0])
-        up = await s.call_tool("search_notes", {"query": "banana"})
-        return down, listed, up
-
-    try:
-        (down, listed, up), stderr = session(home, calls)
-        assert "Traceback" not in stderr
-    finally:
-        for d in daemon:
-            d.stop()
-    for name, result in down.items():
-        assert result.is_error, name
-        assert "not running" in text_of(result) and "notewell serve" in text_of(result)
-    assert len(listed.tools) == len(TOOLS)
-    assert not up.is_error and up.structured_content["hits"][0]["title"] == "Banana bread"
+        message = anyio.run(main)
+    assert "not running" in message and "notewell serve" in message
+    assert "notewell agent install" in message
 
 
 def test_the_mcp_process_never_loads_the_model_numpy_or_the_index(vault):
@@ -304,7 +291,7 @@ def test_the_mcp_process_never_loads_the_model_numpy_or_the_index(vault):
     stderr = session(vault, calls, python_c=probe)[1]
     line = next(x for x in stderr.splitlines() if x.startswith("MODULES "))
     loaded = set(line.split()[1:])
-    assert "notewell.agents.server" in loaded and "mcp" in loaded
+    assert "notewell.agents.relay" in loaded
     heavy = {m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY)}
     assert not heavy, heavy
 

@@ -135,9 +135,12 @@ def test_the_command(home, user_home):
                          text=True, env=env, timeout=60, check=False)
     assert out.returncode == 0 and "would change" in out.stdout
     assert not cursor_file(user_home).exists()
+    assert not (home / "mcp-configured").exists()
     out = subprocess.run([*run, "--client", "cursor"], capture_output=True, text=True,
                          env=env, timeout=60, check=False)
     assert out.returncode == 0 and cursor_file(user_home).exists()
+    # The daemon loads the MCP server at its start from now on.
+    assert (home / "mcp-configured").read_text() == "cursor"
     out = subprocess.run(run, capture_output=True, text=True, env=env, timeout=60,
                          check=False)
     assert out.returncode == 2 and "--client" in out.stderr

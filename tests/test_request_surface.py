@@ -110,7 +110,9 @@ def mcp_error(socket: str, op: str, args: dict) -> tuple[str, str, str]:
     """The tool's own check, else the daemon's refusal: its code and message; and the
     text the agent reads from the whole tool call."""
     name = TOOL_OF[op]
-    link = DaemonLink(socket_path=socket, start=None)
+    # In the daemon the link asks its handlers in-process; here, the same handlers
+    # through the socket.
+    link = DaemonLink(lambda req: client.ask(req, timeout=10, socket_path=socket))
     try:
         checked = tools.check(tools.TOOLS[name], args)
         op_, request = tools.request(name, checked)

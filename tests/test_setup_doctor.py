@@ -171,8 +171,9 @@ def test_doctor_all_ok_on_a_working_install(daemon, home: Path, user_home: Path,
                         "socket permissions": "ok", "Time Machine": "skip", "agent": "ok",
                         "alfred workflow": "ok",
                         "alfred client": "ok" if shutil.which("zsh") else "skip",
-                        "mcp clients": "skip",
+                        "mcp session": "ok", "mcp clients": "skip",
                         }, [c.line() for c in checks]
+    assert "search_notes answered (1 hit)" in by_name(checks)["mcp session"].detail
     assert not doctor.failed(checks)
 
 
@@ -198,6 +199,7 @@ def test_doctor_explains_each_failure(home: Path, user_home: Path, tmp_path: Pat
     assert checks["agent"].status == "FAIL" and "agent install" in checks["agent"].fix
     assert checks["alfred workflow"].status == "FAIL"
     assert "alfred build" in checks["alfred workflow"].fix
+    assert checks["mcp session"].status == "skip"
     if shutil.which("zsh"):  # no daemon: zsh's socket module is what can be checked
         assert checks["alfred client"].status == "ok", checks["alfred client"].line()
     for check in checks.values():

@@ -1,29 +1,27 @@
-"""``notewell mcp``: the MCP server an agent's client starts, over stdio.
+"""The MCP server the daemon hosts for each agent session (``session`` runs it).
 
 Built on the official SDK's low-level ``Server`` (``mcp`` 2.x): the tools' schemas are
 generated in ``tools`` from the ops' arguments (``wire.requests``) rather than derived
 from Python signatures, so unknown arguments are refused and every argument error names
 the argument, and no model classes are built at start. Each call is one request to the
-warm daemon (``link``), run on a worker thread so a slow answer never holds the session.
-Logs go to stderr; the SDK itself keeps stray output off stdout while it serves.
+daemon's own handlers (``link``), run on a worker thread so a slow answer never holds the
+session.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import urllib.parse
 from typing import Any
 
 import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
-from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from notewell import __version__
 from notewell.agents import tools
-from notewell.agents.link import DaemonLink, Refused, Unavailable, start_daemon
+from notewell.agents.link import DaemonLink, Refused, Unavailable
 from notewell.wire.requests import MAX_PAGE_CHARS, BadArguments
 
 log = logging.getLogger(__name__)
@@ -82,7 +80,7 @@ class NotewellTools:
         except Unavailable as e:
             return _error(f"{name}: {e}")
         except Refused as e:
-            return _error(f"{name}: {_refusal(e)}")
+            return _error(f"{name}: {e}")
         out = tools.structured(name, result, args)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=tools.text(name, out, args))],
@@ -132,15 +130,6 @@ class NotewellTools:
                 return "".join(parts), (offset, page["total_chars"])
 
 
-def _refusal(e: Refused) -> str:
-    if e.code == "bad_date":
-        return str(e)  # names the argument and shows the accepted forms
-    if e.code == "unknown_op":
-        return (f"{e} (the running daemon is older than this notewell: restart it with "
-                "`notewell agent restart`)")
-    return str(e)
-
-
 def build(link: DaemonLink) -> Server:
     handlers = NotewellTools(link)
     return Server(
@@ -149,32 +138,3 @@ def build(link: DaemonLink) -> Server:
         on_list_resources=handlers.list_resources,
         on_list_resource_templates=handlers.list_templates,
         on_read_resource=handlers.read_resource)
-
-
-def run(start: bool = True, wait: float = 20.0) -> int:
-    """Serve one MCP session on stdin/stdout until the client closes it. ``start``: start
-    the daemon when it is down; ``wait``: how long a call waits for it."""
-    logging.getLogger("mcp").setLevel(logging.WARNING)
-    link = DaemonLink(start=start_daemon if start else None, wait=wait)
-    if start:
-        # Wake the daemon while the client is still shaking hands, so that the first
-        # tool call finds it loading or loaded.
-        threading.Thread(target=_wake, args=(link,), daemon=True, name="wake").start()
-    server = build(link)
-
-    async def serve() -> None:
-        async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
-
-    try:
-        anyio.run(serve)
-    except KeyboardInterrupt:
-        return 130
-    return 0
-
-
-def _wake(link: DaemonLink) -> None:
-    try:
-        link.ask("ping")
-    except (Unavailable, Refused) as e:
-        log.warning("%s", e)

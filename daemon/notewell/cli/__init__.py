@@ -7,21 +7,19 @@ Owns the command line; may import anything of notewell (it is the top layer). Sp
 along what commands do: ``parser`` (the arguments, ``--version``), ``common`` (the command
 registry and what commands share), ``reads`` (commands that read the index) and
 ``manage`` (commands that build, serve and set up). None of them imports anything heavy
-at load: each command imports what it needs when it runs, so ``notewell mcp`` stays thin.
+at load: each command imports what it needs when it runs. ``notewell mcp`` (the relay an
+agent's client starts, once per session) goes straight to ``agents.relay`` before any of
+them is imported.
 """
 
 from __future__ import annotations
 
-import logging
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from notewell.cli import manage, reads  # noqa: F401  (importing them registers their commands)
-from notewell.cli.common import COMMANDS, default_embedder
-from notewell.cli.parser import LIGHT_COMMANDS, build_parser
-
+TYPE_CHECKING = False  # not ``typing``'s: importing it costs ``notewell mcp`` ~4 ms
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from notewell.model.embedding import Embedder
 
 
@@ -40,6 +38,17 @@ def main(argv: list[str] | None = None, *,
         import importlib
 
         return importlib.import_module(ALFRED_ENTRIES[words[1]]).main(words[2:])
+    relay = _relay_args(words)
+    if relay is not None:  # an agent's session starting: no argparse, no logging set-up
+        from notewell.agents import relay as mcp_relay
+
+        return mcp_relay.run(*relay)
+    import logging
+
+    from notewell.cli import manage, reads  # noqa: F401  (importing them registers commands)
+    from notewell.cli.common import COMMANDS, default_embedder
+    from notewell.cli.parser import LIGHT_COMMANDS, build_parser
+
     parser = build_parser()
     args = parser.parse_args(argv)
     args.embedder = embedder or default_embedder
@@ -65,3 +74,23 @@ def main(argv: list[str] | None = None, *,
         return 130
 
 
+
+
+def _relay_args(words: list[str]) -> tuple[bool, float] | None:
+    """(start, wait) for a plain ``notewell mcp [--no-start] [--wait SECONDS]``; None for
+    anything else, which argparse reads (and explains when it is wrong)."""
+    if not words or words[0] != "mcp":
+        return None
+    start, wait, rest = True, 20.0, words[1:]
+    while rest:
+        if rest[0] == "--no-start":
+            start, rest = False, rest[1:]
+        elif rest[0] == "--wait" and len(rest) > 1:
+            try:
+                wait = float(rest[1])
+            except ValueError:
+                return None
+            rest = rest[2:]
+        else:
+            return None
+    return start, wait

@@ -219,10 +219,14 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         except mcp_clients.ClientConfigError as e:
             print(f"notewell: {e}", file=sys.stderr)
             return 1
+        if not args.dry_run:  # the daemon loads the MCP server at start from now on
+            from notewell.wire import paths
+
+            paths.write_atomic(paths.mcp_marker(), args.client.encode())
         return 0
     if args.client or args.dry_run:
         print("notewell: --client and --dry-run go with `notewell mcp install`", file=sys.stderr)
         return 2
-    from notewell.agents import server
+    from notewell.agents import relay
 
-    return server.run(start=not args.no_start, wait=args.wait)
+    return relay.run(start=not args.no_start, wait=args.wait)

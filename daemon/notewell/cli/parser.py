@@ -187,9 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("mcp", help="the MCP server for AI agents (stdio), or `mcp install` "
                        "to add it to Claude Desktop, Claude Code or Cursor",
-                       description="Without an action: serve the Model Context Protocol on "
-                       "stdin/stdout (what an agent's client runs), answering from the "
-                       "daemon, which it starts when it is not running. install: add or "
+                       description="Without an action: relay the Model Context Protocol "
+                       "between stdin/stdout (what an agent's client runs) and a session in "
+                       "the daemon, which it starts when it is not running. install: add or "
                        "update the notewell entry in a client's configuration.")
     s.add_argument("action", nargs="?", choices=("install",),
                    help="install: add notewell to --client's configuration")
@@ -200,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-start", action="store_true", help="never start the daemon; tools "
                    "report that it is down")
     s.add_argument("--wait", type=float, default=20.0, metavar="SECONDS",
-                   help="how long a tool call waits for a starting daemon (default 20)")
+                   help="how long to wait for a daemon being started (default 20)")
 
     sub.add_parser("doctor", help="check each link from the SQLite extension to the Alfred "
                    "workflow, and say what to fix",

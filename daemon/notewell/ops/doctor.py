@@ -4,13 +4,14 @@ this installation (its version, where it lives, the files a launcher runs) -> SQ
 extension loading -> model files -> config -> each source readable -> index built with
 this model and chunker -> daemon answering, and of this version -> socket and directory
 private -> agent loaded and running this installation -> Alfred workflow built for this
-installation -> its zsh client answering by itself -> which agent clients run this
-installation's MCP server. Checks only read: nothing is migrated or started (with the
-daemon up, the alfred client check runs one empty Alfred search through the zsh client, as
-Alfred would), and the one thing created is the model-file choice, if no daemon has made
-it yet (about a second, in ``<home>/models``; the daemon would make the same one at its
-start). ``run`` returns the results; the CLI prints them and exits non-zero when any
-failed.
+installation -> its zsh client answering by itself -> an agent's MCP session through
+``notewell mcp`` -> which agent clients run this installation's MCP server. Checks only
+read: nothing is migrated or started (with the daemon up, the alfred client check runs one
+empty Alfred search through the zsh client, as Alfred would, and the MCP check one
+search through the relay and a session of the daemon, as an agent would), and the one
+thing created is the model-file choice, if no daemon has made it yet (about a second, in
+``<home>/models``; the daemon would make the same one at its start). ``run`` returns the
+results; the CLI prints them and exits non-zero when any failed.
 """
 
 from __future__ import annotations
@@ -459,6 +460,84 @@ def check_fast_client(platform: str, daemon_up: bool) -> Check:
                  "it persists, report it with `zsh --version`")
 
 
+MCP_PROBE = [
+    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "notewell doctor", "version": "1"}}},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+     "params": {"name": "search_notes", "arguments": {"query": "notes", "limit": 1}}},
+]
+
+
+def check_mcp_session(daemon_up: bool) -> Check:
+    """The agents' path end to end: this installation's ``notewell mcp`` (the relay), a
+    session in the daemon, one search, as an agent's client would run them."""
+    name = "mcp session"
+    if not daemon_up:
+        return Check(name, SKIP, "the daemon is not running (see the daemon check)")
+    command = [sys.executable, "-m", "notewell", "mcp", "--no-start"]
+    try:
+        replies, stderr = _mcp_exchange(command, MCP_PROBE, want=2, timeout=20.0)
+    except (OSError, ValueError) as e:
+        return Check(name, FAIL, f"`notewell mcp` failed: {e}", "`notewell doctor` again; "
+                     "if it persists, `notewell agent restart`")
+    problem = None
+    for key in (1, 2):
+        reply = replies.get(key) or {}
+        if "result" not in reply or (reply["result"] or {}).get("isError"):
+            error = reply.get("error") or (reply.get("result") or {}).get("content") or \
+                stderr.strip()[-300:] or "no answer within 20 s"
+            problem = f"{'initialize' if key == 1 else 'search_notes'}: {error}"
+            break
+    if problem:
+        return Check(name, FAIL, problem, "`notewell agent restart`, then `notewell doctor`")
+    hits = len(replies[2]["result"].get("structuredContent", {}).get("hits", []))
+    return Check(name, OK, f"`notewell mcp` reached a daemon session; search_notes "
+                 f"answered ({hits} hit{'s' if hits != 1 else ''})")
+
+
+def _mcp_exchange(command: list[str], messages: list[dict], want: int, timeout: float
+                  ) -> tuple[dict, str]:
+    """Send ``messages`` to an MCP server on stdio and read its answers until the one
+    with id ``want`` (stdin stays open meanwhile, as a client's does); the answers by id,
+    and what it wrote to stderr."""
+    import json
+    import selectors
+    import time
+
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    replies: dict = {}
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+        proc.stdin.flush()
+        waiter = selectors.DefaultSelector()
+        waiter.register(proc.stdout, selectors.EVENT_READ)
+        deadline, buf = time.monotonic() + timeout, b""
+        while want not in replies and time.monotonic() < deadline:
+            if not waiter.select(deadline - time.monotonic()):
+                break
+            data = os.read(proc.stdout.fileno(), 1 << 16)
+            if not data:
+                break
+            buf += data
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                message = json.loads(line)
+                replies[message.get("id")] = message
+        proc.stdin.close()
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return replies, proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+
+
 def check_mcp_clients(platform: str) -> Check:
     """Which agent clients have notewell's MCP server, and whether their entry runs this
     installation (``ops.mcp_clients``)."""
@@ -504,6 +583,7 @@ def run(platform: str | None = None,
     checks.append(check_agent(platform, run_cmd))
     checks.append(check_workflow(platform))
     checks.append(check_fast_client(platform, daemon_check.status == OK))
+    checks.append(check_mcp_session(daemon_check.status == OK))
     checks.append(check_mcp_clients(platform))
     return checks
 

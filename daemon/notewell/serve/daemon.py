@@ -11,7 +11,12 @@ an upgrade in place (a client of the new version asked, ``handlers``) it stops a
 and then runs the same command again in the same process (``execv``), so the new version
 serves whether an agent, a terminal or Alfred's "start" item started it.
 
-May import ``engine`` and what is below it, and the rest of ``serve``.
+Also hosts agents' MCP sessions (``agents.session``), imported on the first switch to MCP,
+or in the background at start when ``notewell mcp install`` configured a client
+(``paths.mcp_marker``): a user who never uses agents never loads the SDK.
+
+May import ``engine`` and what is below it, the rest of ``serve``, and (lazily)
+``agents.session``.
 """
 
 from __future__ import annotations
@@ -53,8 +58,11 @@ class Daemon:
         self.handlers = Handlers(config, self.background, self.request_stop, clock=clock,
                                  request_restart=self.request_restart)
         self.restart_requested = False
-        self.server = Server(self.handlers.answer, self.stop_event)
+        self.server = Server(self.handlers.answer, self.stop_event, mcp_host=self.mcp_host)
         self._stop_at: float | None = None
+        self._mcp = None  # the MCP session host, once loaded (``mcp_host``)
+        self._mcp_lock = threading.Lock()
+        self.handlers.mcp_sessions = lambda: None if self._mcp is None else self._mcp.count()
 
     # What callers read of the daemon: the engine and how its start went.
 
@@ -81,6 +89,21 @@ class Daemon:
     def lag(self) -> dict | None:
         return self.background.lag()
 
+    def mcp_host(self):
+        """The MCP session host (``agents.session.Sessions``), loaded on first use."""
+        with self._mcp_lock:
+            if self._mcp is None:
+                from notewell.agents.session import Sessions  # the SDK: only when used
+
+                self._mcp = Sessions(self.handlers.answer)
+            return self._mcp
+
+    def _preload_mcp(self) -> None:
+        try:
+            self.mcp_host()
+        except Exception:
+            log.exception("could not load the MCP server (an agent's client is configured)")
+
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -104,6 +127,8 @@ class Daemon:
         with contextlib.suppress(FileNotFoundError):  # a restart after an upgrade is done
             os.remove(paths.restart_marker())
         self.background.start()
+        if os.path.exists(paths.mcp_marker()):  # an agent's client will connect: be ready
+            threading.Thread(target=self._preload_mcp, daemon=True, name="mcp-load").start()
 
     def serve_forever(self) -> bool:
         """Accept until stopped; returns ``shutdown()``'s verdict."""
@@ -124,6 +149,8 @@ class Daemon:
         # Real time, not the injected clock: this waits for real threads.
         deadline = (self._stop_at or time.monotonic()) + STOP_BUDGET
         self.server.close_socket()
+        if self._mcp is not None:
+            self._mcp.close_all()
         busy = [t for t in (self.background.thread, *self.handlers.shutdown())
                 if t is not None]
         for t in busy:

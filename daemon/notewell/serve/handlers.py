@@ -1,7 +1,8 @@
 """What the daemon answers: one handler per op, and the dispatch of a request to it.
 
 Owns the ops (``ping``, ``status``, ``search``, ``similar``, ``sync``, ``stop``,
-``latest_query``, ``note``, ``tags``, ``recent``, ``index``), their errors (a bad
+``latest_query``, ``note``, ``tags``, ``recent``, ``index``, ``mcp``: the switch to an MCP
+session), their errors (a bad
 argument, as ``wire.requests`` checks it for every path, a bad date, an unknown note, a
 ``RequestError`` become an error reply with its code),
 the protocol version check, the worker pool that runs the ops touching the index
@@ -49,7 +50,7 @@ log = logging.getLogger(__name__)
 WORKERS = 4
 # Ops that touch no index: answered on the connection's thread, so a ping answers while
 # every worker is busy and `sync --wait` never holds a worker while it waits.
-INLINE_OPS = frozenset({"ping", "stop", "sync", "latest_query", "index"})
+INLINE_OPS = frozenset({"ping", "stop", "sync", "latest_query", "index", "mcp"})
 # Ops that may send progress frames ({"progress": event}) before their reply.
 STREAMING_OPS = frozenset({"index"})
 Send = Callable[[dict], None]
@@ -94,6 +95,9 @@ class Handlers:
         # than written by the client, which would cost every keystroke a file write.
         self.latest_alfred_query: str | None = None
         self._responses = ResponseCache(clock=clock)
+        # How many MCP sessions are open; None while the MCP server is not loaded (the
+        # daemon wires this in: ``serve.daemon``).
+        self.mcp_sessions: Callable[[], int | None] = lambda: None
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="notewell-worker")
         self.ops: dict[str, Callable[[dict], object]] = {
             "ping": self.op_ping,
@@ -107,6 +111,7 @@ class Handlers:
             "tags": self.op_tags,
             "recent": self.op_recent,
             "index": self.op_index,
+            "mcp": self.op_mcp,
         }
 
     def answer(self, req: object, send: Send | None = None) -> dict | None:
@@ -221,7 +226,8 @@ class Handlers:
         bg = self.background
         base = {"state": bg.state, "problem": bg.problem, "pid": os.getpid(),
                 "uptime": round(self.clock.time() - self.started, 1), "version": __version__,
-                "socket": paths.socket_path(), "last_reports": bg.last_reports}
+                "socket": paths.socket_path(), "last_reports": bg.last_reports,
+                "mcp_sessions": self.mcp_sessions()}
         if bg.engine is not None:
             base.update(bg.engine.status())
             base["rebuilding"] = bg.rebuilding()
@@ -339,6 +345,11 @@ class Handlers:
                 rebuild=rebuild, on_progress=_relay(send) if progress and send else None)}
         except SyncError as e:
             raise RequestError(e.code, str(e)) from None
+
+    def op_mcp(self, req: dict) -> dict:
+        """The switch to MCP (``notewell mcp``): after this ok, ``transport`` hands the
+        connection to an MCP session."""
+        return {"mcp": True, "version": __version__}
 
     def op_stop(self, req: dict) -> dict:
         threading.Timer(0.05, self.request_stop).start()

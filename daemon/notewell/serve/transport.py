@@ -5,7 +5,9 @@ nobody else can rename it in), the lock file that keeps a second daemon off the 
 the accept loop and the pipe that wakes it, one thread per connection checking the peer's
 uid and reading length-prefixed msgpack frames under deadlines and limits, and the reply
 envelope (``error_reply``). It knows nothing about ops: each decoded request goes to the
-``answer`` callable the daemon wires in, and whatever that returns is sent back.
+``answer`` callable the daemon wires in, and whatever that returns is sent back; the one
+exception is the switch to MCP (``MCP_OP``, answered ok by the handlers), after which the
+connection belongs to the MCP session host the daemon wires in (``mcp_host``).
 
 May import ``wire`` and nothing else of notewell.
 """
@@ -25,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from functools import partial
+from typing import Protocol
 
 import msgpack
 
@@ -39,6 +42,13 @@ FRAME_TIMEOUT = 2.0  # seconds from a request's first byte to its last, however 
 # A decoded request, and a function that sends a frame before the reply (progress) -> its
 # reply, or None to close the connection (the daemon is stopping).
 Answer = Callable[[object, Callable[[dict], None]], dict | None]
+MCP_OP = "mcp"  # switches a connection to MCP (``agents.relay``, ``agents.session``)
+
+
+class McpHost(Protocol):
+    def reserve(self) -> bool: ...  # a session slot, or False when all are taken
+    def release(self) -> None: ...  # frees a slot taken for a session that never ran
+    def serve(self, conn: socket.socket) -> None: ...  # runs the session; frees the slot
 
 
 class AlreadyRunning(Exception):
@@ -50,8 +60,10 @@ def error_reply(code: str, message: str) -> dict:
 
 
 class Server:
-    def __init__(self, answer: Answer, stop_event: threading.Event) -> None:
+    def __init__(self, answer: Answer, stop_event: threading.Event,
+                 mcp_host: Callable[[], McpHost] | None = None) -> None:
         self.answer = answer
+        self.mcp_host = mcp_host  # called on the first switch to MCP (it may load the SDK)
         self.stop_event = stop_event
         self._listener: socket.socket | None = None
         self._lock_fd: int | None = None
@@ -150,6 +162,10 @@ class Server:
                 reply = bad if bad is not None else self.answer(req, partial(_progress, conn))
                 if reply is None:
                     return
+                if (reply.get("ok") and isinstance(req, dict) and req.get("op") == MCP_OP
+                        and self.mcp_host is not None):
+                    self._switch_to_mcp(conn, reply)
+                    return
                 try:
                     conn.settimeout(IDLE_TIMEOUT)  # not what was left of the frame's time
                     _send(conn, reply)
@@ -159,6 +175,29 @@ class Server:
             with contextlib.suppress(OSError):
                 conn.close()
             self._connections.release()
+
+
+    def _switch_to_mcp(self, conn: socket.socket, reply: dict) -> None:
+        """Hand the connection to an MCP session, which has no idle limit: an agent's
+        session may sit quiet for hours. Its slot stays taken until the session ends."""
+        try:
+            host = self.mcp_host()  # type: ignore[misc]
+        except Exception as e:  # the SDK is missing or broken: say so, keep serving
+            log.exception("could not load the MCP server")
+            _refuse(conn, "internal", f"the daemon cannot serve MCP ({type(e).__name__}: "
+                    f"{e}); `notewell doctor` says what is wrong")
+            return
+        if not host.reserve():
+            _refuse(conn, "busy", "too many MCP sessions; close one and retry")
+            return
+        try:
+            conn.settimeout(IDLE_TIMEOUT)
+            _send(conn, reply)
+            conn.settimeout(None)
+        except OSError:
+            host.release()
+            return
+        host.serve(conn)
 
 
 def decode_request(body: bytes) -> tuple[object, dict | None]:

@@ -134,6 +134,12 @@ def record_socket() -> None:
     write_atomic(socket_record(), socket_path().encode("utf-8", "surrogateescape"))
 
 
+def mcp_marker() -> str:
+    """Exists once ``notewell mcp install`` added notewell to an agent's client: the
+    daemon then loads the MCP SDK in the background at start, not on the first session."""
+    return _join(home(), "mcp-configured")
+
+
 def client_record() -> str:
     """The zsh client of the installation whose daemon last started in this home, written
     by the daemon (``record_client``): the Alfred workflow's own copy of the client hands
