@@ -8,6 +8,7 @@ import plistlib
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -291,6 +292,11 @@ def test_a_daemon_that_refuses_to_stop_gets_sigterm_and_install_says_when_it_sta
         assert stand.args("launchctl") == []  # nothing installed over a running daemon
     finally:
         os.close(lock)
+    # The timed-out wait's thread takes the freed lock for a moment (and lets it go): no
+    # daemon runs once it has.
+    deadline = time.monotonic() + 10
+    while running.holder() is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert running.stop(ask=lambda r, timeout: pytest.fail("nobody to ask")) is None
 
 

@@ -8,20 +8,23 @@ import subprocess
 
 import pytest
 from helpers import REPO, notewell_command, subprocess_env
-from notewell import cli
+from notewell.cli.parser import build_parser
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
-    parser = cli.build_parser()
+    parser = build_parser()
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return dict(action.choices)
 
 
 def test_every_subcommand_has_a_handler_help_and_a_readme_entry():
     readme = (REPO / "README.md").read_text()
+    from notewell.cli import manage, reads  # noqa: F401  (importing them registers commands)
+    from notewell.cli.common import COMMANDS
+
     subs = subcommands()
-    assert set(subs) == set(cli.COMMANDS)
-    parser = cli.build_parser()
+    assert set(subs) == set(COMMANDS)
+    parser = build_parser()
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     helps = {c.dest: c.help for c in action._choices_actions}
     for name, sub in subs.items():
