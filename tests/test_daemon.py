@@ -129,6 +129,31 @@ def test_sigterm_stops_cleanly_and_removes_the_socket(home, notes_config):
     assert not os.path.exists(paths.socket_path())
 
 
+def _tgkill():
+    import ctypes
+
+    return getattr(ctypes.CDLL(None, use_errno=True), "tgkill", None)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task") or _tgkill() is None,
+                    reason="needs Linux's /proc and tgkill")
+def test_a_sigterm_that_reaches_another_thread_still_stops_the_daemon(home, notes_config):
+    # The kernel may hand a process's signal to any of its threads; only that thread leaves
+    # its system call. The accept loop waits without a timeout, so it must be woken.
+    import signal
+
+    d = start_daemon(home)
+    pid = d.proc.pid
+    others = [int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid]
+    assert others, "the daemon runs threads besides its main one"
+    assert _tgkill()(pid, others[0], signal.SIGTERM) == 0
+    try:
+        assert d.proc.wait(timeout=30) == 0
+    finally:
+        d.stop()
+    assert not os.path.exists(paths.socket_path())
+
+
 def test_stale_socket_file_is_replaced(home, notes_config):
     paths.ensure_private_dir(paths.runtime_dir())
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

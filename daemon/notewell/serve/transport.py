@@ -20,6 +20,7 @@ import fcntl
 import logging
 import os
 import selectors
+import signal
 import socket
 import struct
 import sys
@@ -86,10 +87,18 @@ class Server:
         waiter = selectors.DefaultSelector()
         waiter.register(self._listener, selectors.EVENT_READ)
         waiter.register(self._wake_r, selectors.EVENT_READ)
+        # A signal may be delivered to any thread, and only the one it reaches leaves its
+        # system call: Python's C handler writes to this pipe wherever it runs, so the wait
+        # below ends and the Python handler (SIGTERM: stop) runs here at once.
+        with contextlib.suppress(ValueError):  # only the main thread may set it
+            signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
         while not self.stop_event.is_set():
-            waiter.select()
+            ready = waiter.select()
             if self.stop_event.is_set():
                 break
+            if any(key.fileobj == self._wake_r for key, _ in ready):
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._wake_r, 512)  # a signal that does not stop (SIGHUP)
             try:
                 conn, _ = self._listener.accept()
             except (BlockingIOError, InterruptedError):
@@ -105,6 +114,8 @@ class Server:
             threading.Thread(target=self._serve_connection, args=(conn,), daemon=True,
                              name="notewell-conn").start()
         waiter.close()
+        with contextlib.suppress(ValueError):
+            signal.set_wakeup_fd(-1)
 
     def wake(self) -> None:
         """Wake the accept loop so it sees ``stop_event``; safe in a signal handler."""
