@@ -44,12 +44,6 @@ def trust(r: Ranking, share: float, mass: float) -> float:
                ramp(share * mass, r.matched_idf_low, r.matched_idf_high))
 
 
-def best_trust(r: Ranking, cover: dict[int, float], mass: float) -> float:
-    """The trust of the best-covered keyword candidate: how strong the keyword evidence
-    is for the query as a whole (0 without a candidate)."""
-    return trust(r, max(cover.values()), mass) if cover else 0.0
-
-
 def keyword_only(lexical: list[tuple[int, float]]) -> dict[int, float]:
     """BM25 scores over the best one, when there is nothing to fuse them with."""
     best = max(s for _, s in lexical) or 1.0

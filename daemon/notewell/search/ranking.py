@@ -66,10 +66,3 @@ class Ranking:
     # for (SciFact: "tocopheryl" read as "tocopherol" found the wrong abstracts). It still
     # finds BM25's candidates and the model reads it.
     typo_coverage: float = 0.5
-    # Dense pseudo-relevance feedback: when no keyword candidate's trust (``fusion.trust``)
-    # reaches ``feedback_below`` (no keyword hit, or only weak ones: a paraphrase), the
-    # query vector moves toward the mean vector of its ``feedback_k`` nearest passages,
-    # by ``feedback_beta``, and the k-NN runs again with it. ``feedback_k`` 0: off.
-    feedback_k: int = 0
-    feedback_beta: float = 0.5
-    feedback_below: float = 0.5

@@ -95,12 +95,7 @@ class Searcher:
             text = self.dense_text(q, [c for c, _ in lexical])
             vector = self.embed_query(text) if text.strip() else None
         dense = self.nearest(text, allowed, share) if vector is not None else []
-        cover, mass = (self.coverage(q, [c for c, _ in lexical]) if vector is not None
-                       else ({}, 0.0))
-        if mode == "hybrid" and dense and self.weak_keywords(cover, mass):
-            vector = self.feedback(vector, dense)
-            dense = self.nearest(text, allowed, share, vector)
-        scores = self._fuse(vector, dense, lexical, cover, mass)
+        scores = self._fuse(q, vector, dense, lexical)
         return SearchResult(q, self._hits(scores, q, limit), notices)
 
     def recent(self, limit: int = 20, allowed: set[int] | None = None) -> list[Hit]:
@@ -141,52 +136,30 @@ class Searcher:
             self._query_vectors.put_many({text: vec})
         return vec
 
-    def nearest(self, text: str, allowed: set[int] | None, share: float | None = None,
-                vector: np.ndarray | None = None) -> list[tuple[int, float]]:
+    def nearest(self, text: str, allowed: set[int] | None, share: float | None = None
+                ) -> list[tuple[int, float]]:
         """The passages nearest in meaning to ``text`` (chunk id, cosine distance), of the
         ``allowed`` notes when given (``share``: of the passages they hold, when broad
         enough to filter the unfiltered search's best, see ``broad``), kept for the next
-        keystrokes until the index changes. ``vector``: searched instead of ``text``'s
-        own (its feedback vector, see ``feedback``)."""
+        keystrokes until the index changes."""
         k = self.ranking.dense_k
         if allowed is not None and share is not None:
             deep = self._deep(k, share)
-            kept = self._survivors(self._nearest_of(text, None, deep, vector), allowed, k,
-                                   deep)
+            kept = self._survivors(self._nearest_of(text, None, deep), allowed, k, deep)
             if kept is not None:  # distances as exact as the filtered k-NN's
-                own = self.embed_query(text) if vector is None else vector
-                return self.reads.exact_nearest(own, kept, k)
-        return self._nearest_of(text, allowed, k, vector)
+                return self.reads.exact_nearest(self.embed_query(text), kept, k)
+        return self._nearest_of(text, allowed, k)
 
-    def _nearest_of(self, text: str, allowed: set[int] | None, k: int,
-                    vector: np.ndarray | None = None) -> list[tuple[int, float]]:
+    def _nearest_of(self, text: str, allowed: set[int] | None, k: int
+                    ) -> list[tuple[int, float]]:
         self._thread_caches()  # empties the kept ones if another process changed it
-        key = (text if vector is None else vector.tobytes(),
-               None if allowed is None else frozenset(allowed), k, self.reads.content_stamp())
+        key = (text, None if allowed is None else frozenset(allowed), k,
+               self.reads.content_stamp())
         found = self._nearest.get(key)
         if found is None:
-            own = self.embed_query(text) if vector is None else vector
-            found = self.reads.nearest_chunks(own, k, allowed)
+            found = self.reads.nearest_chunks(self.embed_query(text), k, allowed)
             self._nearest.put_many({key: found})
         return found
-
-    def weak_keywords(self, cover: dict[int, float], mass: float) -> bool:
-        """Whether pseudo-relevance feedback is on and no keyword candidate is trusted
-        enough (``Ranking.feedback_below``) to say what the query is about."""
-        r = self.ranking
-        return r.feedback_k > 0 and fusion.best_trust(r, cover, mass) < r.feedback_below
-
-    def feedback(self, vector: np.ndarray, dense: list[tuple[int, float]]) -> np.ndarray:
-        """``vector`` moved toward the mean stored vector of its ``feedback_k`` nearest
-        passages (``dense``, nearest first) by ``feedback_beta``, at unit length:
-        Rocchio's pseudo-relevance feedback, with nothing embedded again."""
-        r = self.ranking
-        top = self.reads.owners([c for c, _ in dense[:r.feedback_k]])
-        _, matrix = self.reads.vector_matrix(list(dict.fromkeys(e for _, _, e in top)))
-        if not len(matrix):
-            return vector
-        moved = np.asarray(vector, dtype=np.float32) + r.feedback_beta * matrix.mean(axis=0)
-        return moved / max(float(np.linalg.norm(moved)), 1e-12)
 
     # -- retrieval --------------------------------------------------------------------------
 
@@ -276,12 +249,10 @@ class Searcher:
         sims = matrix @ np.asarray(vector, dtype=np.float32)
         return dict(zip((r[0] for r, f in zip(rows, found) if f), sims.tolist()))
 
-    def _fuse(self, vector: np.ndarray | None, dense: list[tuple[int, float]],
-              lexical: list[tuple[int, float]], cover: dict[int, float], mass: float
-              ) -> dict[int, float]:
+    def _fuse(self, q: Query, vector: np.ndarray | None, dense: list[tuple[int, float]],
+              lexical: list[tuple[int, float]]) -> dict[int, float]:
         """Chunk scores from both retrievers: ``fusion.combine`` over the union of both
-        candidate lists, with exact cosines for the keyword-only ones (``cover`` and
-        ``mass``: the keyword candidates' coverage, see ``coverage``)."""
+        candidate lists, with exact cosines for the keyword-only ones."""
         if not lexical:
             return {c: 1.0 - d for c, d in dense}
         if vector is None:
@@ -290,6 +261,7 @@ class Searcher:
         cosine.update(self.cosines(vector, [c for c, _ in lexical if c not in cosine]))
         if not cosine:
             return fusion.keyword_only(lexical)
+        cover, mass = self.coverage(q, [c for c, _ in lexical])
         return fusion.combine(self.ranking, cosine, lexical, cover, mass)
 
     def _thread_caches(self) -> threading.local:
