@@ -93,7 +93,12 @@ def fetch(url: str, dest: str, expected_bytes: int, *, progress: Progress | None
     try:
         response = opener.open(request, timeout=timeout)
     except urllib.error.HTTPError as e:
-        if e.code == 416 and have:  # nothing left to send: the part is whole, or wrong
+        whole = re.match(r"bytes \*/(\d+)$", e.headers.get("Content-Range", "") or "")
+        if e.code == 416 and have and whole and int(whole.group(1)) == have:
+            # Every byte arrived before the last try stopped: check them.
+            return _finish(url, part, note, dest, expected_bytes, have, have,
+                           redirects.linked.get("sha256"), have)
+        if e.code == 416 and have:  # the part does not fit the file: start over
             _discard(part, note)
             return fetch(url, dest, expected_bytes, progress=progress, label=label,
                          timeout=timeout)
@@ -111,36 +116,53 @@ def fetch(url: str, dest: str, expected_bytes: int, *, progress: Progress | None
         linked = {**redirects.linked, **_linked(response.headers)}
         if linked.get("size", "").isdigit():
             total = int(linked["size"])
-        hub_sha = linked.get("sha256")
         if total is not None:
             _check_size(url, total, expected_bytes, "the server announces")
-        if start == 0 and have:  # the server ignored the range: start over, cleanly
-            have = 0
+        resumed = have if start else 0  # a 200 to a range request: start over, cleanly
         _write_note(note, url, total)
         bar = progress(label or os.path.basename(dest), total or expected_bytes) \
             if progress else None
-        received = have
         try:
-            if bar is not None and have:
-                bar.advance(have)
-            with open(part, "r+b" if have else "wb") as f:
-                f.seek(have)
-                f.truncate()
-                while True:
-                    try:
-                        block = response.read(BLOCK)
-                    except (OSError, ValueError, http.client.HTTPException) as e:
-                        # a cut connection, a timeout
-                        raise DownloadError(_interrupted(url, received, total, e)) from None
-                    if not block:
-                        break
-                    f.write(block)
-                    received += len(block)
-                    if bar is not None:
-                        bar.advance(len(block))
+            received = _receive(response, part, resumed, bar, url, total)
         finally:
             if bar is not None:
                 bar.close()
+    return _finish(url, part, note, dest, expected_bytes, received, total,
+                   linked.get("sha256"), resumed)
+
+
+def _receive(response, part: str, have: int, bar: Bar | None, url: str,
+             total: int | None) -> int:
+    """Append the response's body to ``part`` after its first ``have`` bytes; the bytes
+    it then holds."""
+    received = have
+    if bar is not None and have:
+        bar.advance(have)
+    try:
+        with open(part, "r+b" if have else "wb") as f:
+            f.seek(have)
+            f.truncate()
+            while True:
+                try:
+                    block = response.read(BLOCK)
+                except (OSError, ValueError, http.client.HTTPException) as e:
+                    # a cut connection, a timeout
+                    raise DownloadError(_interrupted(url, received, total, e)) from None
+                if not block:
+                    return received
+                f.write(block)
+                received += len(block)
+                if bar is not None:
+                    bar.advance(len(block))
+    except OSError as e:  # the disk: full, or the folder gone
+        raise DownloadError(f"cannot write {part}: {e}; make room and run the command "
+                            "again to resume it; nothing was changed") from None
+
+
+def _finish(url: str, part: str, note: str, dest: str, expected_bytes: int, received: int,
+            total: int | None, hub_sha: str | None, resumed: int) -> Fetched:
+    """Check the whole ``part`` (size announced, size expected, the hub's sha256) and move
+    it to ``dest``; a file that fails is deleted."""
     if total is not None and received < total:
         raise DownloadError(_interrupted(url, received, total, "the connection closed"))
     if total is not None and received > total:
@@ -161,7 +183,7 @@ def fetch(url: str, dest: str, expected_bytes: int, *, progress: Progress | None
     os.replace(part, dest)
     with contextlib.suppress(FileNotFoundError):
         os.remove(note)
-    return Fetched(dest, received, digest, hub_sha, have)
+    return Fetched(dest, received, digest, hub_sha, resumed)
 
 
 def _resumable(part: str, note: str, url: str) -> int:

@@ -93,7 +93,7 @@ def use(name: str, *, cat: Catalog = CATALOG, directory: str | None = None,
         final, reports = rebuild(
             [open_source(s) for s in cfg.sources], embedder, chunker_for(embedder),
             index_dir, progress, keep_if_failed={s.name for s in cfg.sources},
-            before_publish=lambda: config_file.save(new, cfg.path))
+            before_publish=lambda: config_file.save_model(new.model, cfg.path))
     report["reports"] = [r.to_dict() for r in reports]
     if final is None:
         failed = "; ".join(f"{r.source}: {r.error}" for r in reports if r.error)
