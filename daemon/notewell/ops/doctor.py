@@ -11,7 +11,8 @@ empty Alfred search through the zsh client, as Alfred would, and the MCP check o
 search through the relay and a session of the daemon, as an agent would), and the one
 thing created is the model-file choice, if no daemon has made it yet (about a second, in
 ``<home>/models``; the daemon would make the same one at its start). ``run`` returns the
-results; the CLI prints them and exits non-zero when any failed.
+results; the CLI prints them and exits non-zero when any failed. The model's checks, and
+``Check`` itself, live in ``ops.checks``.
 """
 
 from __future__ import annotations
