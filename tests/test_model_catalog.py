@@ -498,3 +498,19 @@ def test_writing_model_keeps_the_rest_of_config_toml_as_written(tmp_path):
     config.save_model(new, str(path))
     assert config.load(str(path)).model == new
     assert config.load(str(path)).sources[0].name == "v"
+
+
+def test_switching_away_from_a_model_of_your_own_says_so(tiny, tmp_path, home, capsys):
+    hub, entry = tiny
+    own = tmp_path / "own"
+    tiny_model(own, dim=96)
+    cfg = configured(home, tmp_path, {"path": str(own)})
+    engine = Engine(cfg)
+    engine.sync()
+    engine.close()
+    done = models.use("tiny", cat={"tiny": entry}, directory=str(tmp_path / "models"),
+                      base_url=hub.url)
+    assert done["replaced"] == str(own)
+    assert config.load().model.path == done["folder"]
+    kept = list((home / "index").glob("vectors-*.sqlite"))
+    assert len(kept) == 1  # your own model's vectors, for going back

@@ -176,7 +176,9 @@ def cmd_model(args: argparse.Namespace) -> int:
     def byte_bar(label: str, total: int):
         from notewell.ingest.progress import Progress
 
-        return Progress(label, total, unit="MB", scale=1e6)
+        if total >= 1_000_000:
+            return Progress(label, total, unit="MB", scale=1e6)
+        return Progress(label, total, unit="kB", scale=1e3)
 
     try:
         done = models.use(args.name, download_progress=byte_bar if bars else None,
@@ -191,6 +193,9 @@ def cmd_model(args: argparse.Namespace) -> int:
     for r in done["reports"]:
         print_report(r)
     print(f"switched to {args.name}" + (f" ({done['folder']})" if done["folder"] else ""))
+    if done["replaced"]:
+        print(f"[model] named your own model before ({done['replaced']}); its vectors are "
+              "kept: name it again in config.toml and `notewell index --rebuild` to go back")
     daemon = done["daemon"]
     if daemon is None:
         print("no daemon is running; the next one starts on this model")

@@ -72,7 +72,8 @@ def use(name: str, *, cat: Catalog = CATALOG, directory: str | None = None,
         restart: Callable[[], dict | None] = running.restart) -> dict:
     """Switch notewell to catalog model ``name`` (see the module's docstring); what was
     done: ``name``, ``folder``, ``fingerprint``, ``already`` (nothing to do), the rebuild's
-    ``reports`` and the ``daemon``'s state after its restart (None: none was running).
+    ``reports``, the ``daemon``'s state after its restart (None: none was running) and the
+    folder of a model of the user's own that ``[model]`` named before (``replaced``).
     Raises ``ModelError`` (``download.DownloadError`` for the network and the files) and
     ``ConfigError``; nothing is switched then."""
     model = catalog.entry(name, cat)
@@ -85,8 +86,10 @@ def use(name: str, *, cat: Catalog = CATALOG, directory: str | None = None,
     embedder = make_embedder(new)
     catalog.check(model, embedder)
     index_dir = paths.index_dir()
+    own = cfg.model is not None and catalog.in_use(cfg.model, directory, cat) is None
     report = {"name": name, "folder": folder, "fingerprint": embedder.fingerprint(),
-              "already": False, "reports": [], "daemon": None}
+              "already": False, "reports": [], "daemon": None,
+              "replaced": cfg.model.path if own and cfg.model else None}
     if new.model == cfg.model and _built_with(index_dir) == embedder.fingerprint():
         return {**report, "already": True}
     with writer.hold(index_dir, f"notewell model use {name}", on_wait=on_wait):
