@@ -9,7 +9,9 @@ sources, not an error.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 
@@ -180,3 +182,54 @@ def save(config: Config, path: str | None = None) -> str:
     paths.write_atomic(path, dump(config).encode("utf-8"))
     return path
 
+
+
+_HEADER = re.compile(r"^\s*\[")  # a table's or an array of tables' header line
+_MODEL_HEADER = re.compile(r"^\s*\[\s*model\s*\]\s*(#.*)?$")
+
+
+def save_model(model: ModelConfig | None, path: str | None = None) -> str:
+    """Set ``[model]`` in config.toml (None: remove it), keeping the rest of the file as
+    the user wrote it, comments included; the whole file is written from the parsed
+    config (``save``) only when the table is in a form this cannot edit in place (dotted
+    keys, an inline table). The path written."""
+    path = path or paths.config_path()
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        text = ""
+    old = parse(tomllib.loads(text), path) if text else Config(path=path)
+    want = dataclasses.replace(old, model=model)
+    table = "" if model is None else tomli_w.dumps({"model": {
+        k: getattr(model, k) for k in MODEL_KEYS if getattr(model, k) is not None}})
+    kept: list[str] = []
+    pending: list[str] = []  # comments at the end of the old table: the next one's
+    inside, at = False, None
+    for line in text.splitlines(keepends=True):
+        if _HEADER.match(line):
+            if inside:
+                kept += pending
+            inside = bool(_MODEL_HEADER.match(line))
+            if inside and at is None:
+                at = len(kept)  # the new table goes where the old one was
+            pending = []
+        if not inside:
+            kept.append(line)
+        elif not line.strip() or line.lstrip().startswith("#"):
+            pending.append(line)
+        else:
+            pending = []
+    head, tail = "".join(kept[:at]), "".join(kept[at:]) if at is not None else ""
+    if table:
+        edited = (head.rstrip("\n") + "\n\n" if head.strip() else "") + table + tail
+    else:
+        edited = (head.rstrip("\n") + "\n" if head.strip() else "") + tail
+    try:
+        same = dump(parse(tomllib.loads(edited), path)) == dump(want)
+    except (tomllib.TOMLDecodeError, ConfigError):
+        same = False
+    if not same:
+        return save(want, path)
+    paths.write_atomic(path, edited.encode("utf-8"))
+    return path

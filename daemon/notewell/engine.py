@@ -398,7 +398,9 @@ def chunker_for(embedder: Embedder) -> ChunkSettings:
 def rebuild(sources: list[Source], embedder: Embedder, chunker: ChunkSettings,
             index_dir: str, progress: bool | ProgressBars = False,
             should_stop: Callable[[], bool] = lambda: False,
-            keep_if_failed: Collection[str] = ()) -> tuple[str | None, list[SyncReport]]:
+            keep_if_failed: Collection[str] = (),
+            before_publish: Callable[[], None] | None = None
+            ) -> tuple[str | None, list[SyncReport]]:
     """Build a fresh index beside the live one, then publish it atomically, so searches
     keep answering from the old one meanwhile. Works when the live index is unusable
     (other model, corrupt); vectors it holds from the same embedder are reused. After a
@@ -409,6 +411,8 @@ def rebuild(sources: list[Source], embedder: Embedder, chunker: ChunkSettings,
     Stopped by ``should_stop``, or when a source named in ``keep_if_failed`` could not be
     read (its root, or rows that could not be carried over: another model's index), the
     build is not published (path None), and the next one takes its vectors in.
+    ``before_publish`` runs just before the build becomes current (``notewell model use``
+    writes ``[model]`` there); if it raises, nothing is published.
     The caller holds ``index.writer``'s lock: two builds would share the build path."""
     paths.ensure_private_dir(index_dir)
     settings = BuildSettings(embedder.fingerprint(), embedder.dim, chunker.fingerprint())
@@ -440,6 +444,8 @@ def rebuild(sources: list[Source], embedder: Embedder, chunker: ChunkSettings,
         log.warning("index not rebuilt (%s); the live index answers until the next try",
                     f"could not read {', '.join(failed)}" if failed else "stopped")
         return None, reports
+    if before_publish is not None:
+        before_publish()
     final = store.publish(building)
     store.forget_vectors(index_dir, settings.embedder)  # in the live index now
     return final, reports

@@ -1,5 +1,5 @@
 """The commands that build, serve and set up: demo, index, sync, serve, vaults, alfred,
-agent, setup, doctor, eval, mcp."""
+agent, setup, doctor, model, eval, mcp."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from notewell.cli.common import (
     load_config,
     one_shot_engine,
     print_report,
+    say_waiting,
     update_index,
 )
 
@@ -151,6 +152,83 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     for check in checks:
         print(check.line())
     return 1 if doctor.failed(checks) else 0
+
+
+@command
+def cmd_model(args: argparse.Namespace) -> int:
+    from notewell.ops import models
+
+    if args.action == "list":
+        found = models.list_models()
+        if args.json:
+            print(json.dumps(found, indent=2, ensure_ascii=False))
+            return 0
+        for m in found:
+            print_model(m)
+        print("Switch with `notewell model use NAME` (a download only when you run it).")
+        return 0
+    if not args.name:
+        print("notewell: `notewell model use NAME`: which model? (`notewell model list`)",
+              file=sys.stderr)
+        return 2
+    bars = sys.stderr.isatty() and not args.quiet  # progress on a terminal only
+
+    def byte_bar(label: str, total: int):
+        from notewell.ingest.progress import Progress
+
+        if total >= 1_000_000:
+            return Progress(label, total, unit="MB", scale=1e6)
+        return Progress(label, total, unit="kB", scale=1e3)
+
+    try:
+        done = models.use(args.name, download_progress=byte_bar if bars else None,
+                          progress=bars, on_wait=say_waiting)
+    except KeyboardInterrupt:
+        print("\nnotewell: interrupted: nothing was switched; run the command again to "
+              "resume the download", file=sys.stderr)
+        return 130
+    if done["already"]:
+        print(f"{args.name} is in use already and the index is built with it")
+        return 0
+    for r in done["reports"]:
+        print_report(r)
+    print(f"switched to {args.name}" + (f" ({done['folder']})" if done["folder"] else ""))
+    if done["replaced"]:
+        print(f"[model] named your own model before ({done['replaced']}); its vectors are "
+              "kept: name it again in config.toml and `notewell index --rebuild` to go back")
+    daemon = done["daemon"]
+    if daemon is None:
+        print("no daemon is running; the next one starts on this model")
+    elif daemon["state"] == "ready":
+        print("the daemon restarted on it")
+    else:
+        print(f"the daemon is {daemon['state']}"
+              + (f": {daemon['problem']}" if daemon.get("problem") else "")
+              + "; `notewell status` and `notewell doctor` say more", file=sys.stderr)
+        return 1
+    return 0
+
+
+def print_model(m: dict) -> None:
+    size = f"{m['bytes'] / 1e6:,.0f} MB"
+    if m["in_use"]:
+        state = "in use"
+    elif m["installed"]:
+        state = "shipped" if m["shipped"] else "downloaded"
+    else:
+        state = f"not downloaded, {size}"
+    print(f"{m['name']} ({state})")
+    window = f"reads {m['window']} tokens"
+    if m["max_tokens"] != m["window"]:
+        window += f" (passages cut for {m['max_tokens']})"
+    print(f"  {m['languages']}; {m['dim']} dimensions; {window}; {m['pooling']} pooling; "
+          f"{size}" + ("; shipped with notewell" if m["shipped"] else ""))
+    print(f"  for: {m['purpose']}")
+    print(f"  published: {m['figures']}")
+    if m["source"]:
+        print(f"  from: {m['source']}")
+    for name, digest in sorted(m["sha256"].items()):
+        print(f"  sha256 {name}: {digest}")
 
 
 @command

@@ -202,6 +202,21 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--wait", type=float, default=20.0, metavar="SECONDS",
                    help="how long to wait for a daemon being started (default 20)")
 
+    s = sub.add_parser("model", help="the models notewell can use, or switch to one "
+                       "(downloaded when you ask)",
+                       description="list: the catalog (what each model is for, its size, "
+                       "dimension, languages and published retrieval figures; which one "
+                       "is in use). use NAME: download NAME from the Hugging Face hub if "
+                       "needed (resumable; size and sha256 checked), check that it works, "
+                       "rebuild the index beside the live one while the daemon keeps "
+                       "answering, write [model] to config.toml and restart the daemon on "
+                       "it. `model use all-MiniLM-L6-v2` switches back to the shipped "
+                       "model, re-embedding nothing it had.")
+    s.add_argument("action", choices=("list", "use"))
+    s.add_argument("name", nargs="?", help="with use: the model, as `model list` names it")
+    s.add_argument("--json", action="store_true", help="with list: machine-readable output")
+    s.add_argument("--quiet", action="store_true", help="with use: no progress bars")
+
     sub.add_parser("doctor", help="check each link from the SQLite extension to the Alfred "
                    "workflow, and say what to fix",
                    description="One line per check (ok, FAIL or skip) with the next step for "

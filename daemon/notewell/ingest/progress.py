@@ -1,4 +1,5 @@
-"""Progress lines for long work (index builds) on stderr, with rate and time left.
+"""Progress lines for long work (index builds, downloads) on stderr, with rate and time
+left.
 
 On a terminal the line redraws in place; elsewhere (logs, CI) a line is printed at most
 every few seconds so logs stay readable. ``Relay`` hands the same progress to someone
@@ -16,8 +17,9 @@ from notewell.clock import SYSTEM_CLOCK, Clock
 class Progress:
     def __init__(self, label: str, total: int, unit: str = "notes",
                  stream: TextIO | None = None, every: float = 2.0,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, scale: float = 1) -> None:
         self.label, self.total, self.unit = label, total, unit
+        self.scale = scale  # counts are divided by it when shown (bytes as MB: 1e6)
         self.stream = stream or sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.every = 0.1 if self.tty else every
@@ -41,8 +43,12 @@ class Progress:
         width = 24
         filled = int(width * self.done / self.total) if self.total else width
         bar = "#" * filled + "-" * (width - filled)
-        return (f"{self.label} [{bar}] {self.done}/{self.total} {self.unit} "
-                f"{rate:,.1f}/s, {_clock(left)} left")
+        if self.scale == 1:
+            counts = f"{self.done}/{self.total}"
+        else:
+            counts = f"{self.done / self.scale:,.1f}/{self.total / self.scale:,.1f}"
+        return (f"{self.label} [{bar}] {counts} {self.unit} "
+                f"{rate / self.scale:,.1f}/s, {_clock(left)} left")
 
     def _draw(self, now: float) -> None:
         if self.tty:

@@ -1,5 +1,7 @@
 """The daemon running for this home, found by its lock (``serve.transport.acquire_lock``):
-which pid holds it, asking it to stop, and waiting until it has exited.
+which pid holds it, asking it to stop and waiting until it has exited, or asking it to
+restart (into the config and model on disk: ``notewell model use``) and waiting until it
+answers again.
 
 ``notewell agent install`` stops a daemon started by hand or from a launcher before it
 starts the agent's: otherwise the agent's daemon finds the lock held and exits, and the
@@ -14,11 +16,13 @@ import fcntl
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 
 from notewell.wire import client, paths, protocol
 
 STOP_TIMEOUT = 10.0  # seconds for a daemon asked to stop to exit (it takes about 0.6 s)
+RESTART_TIMEOUT = 120.0  # seconds for a restarted daemon to load its model and index
 
 Ask = Callable[..., dict]
 
@@ -88,3 +92,36 @@ def stop(ask: Ask = client.ask, kill: Callable[[int, int], None] = os.kill,
                            f"within {timeout:.0f} s; stop it (`kill {pid or 'PID'}`) and run "
                            "`notewell agent install` again")
     return pid
+
+
+def restart(ask: Ask = client.ask, timeout: float = RESTART_TIMEOUT,
+            sleep: Callable[[float], None] = time.sleep,
+            clock: Callable[[], float] = time.monotonic) -> dict | None:
+    """Ask the daemon serving this home to restart in its process (it reads config.toml
+    and loads its model again) and wait until the new one answers; its ``ping`` reply
+    (``state``: ready, or error with its ``problem`` from ``status``), ``{"state":
+    "restarting"}`` when it is not back within ``timeout``, or None when no daemon runs."""
+    if holder() is None:
+        return None
+    try:
+        before = ask(protocol.request("ping"), timeout=5.0)
+        reply = ask(protocol.request("restart"), timeout=5.0)
+    except (OSError, protocol.ProtocolError):
+        return {"state": "unreachable"}
+    if not reply.get("ok"):
+        return {"state": "refused", "problem": (reply.get("error") or {}).get("message")}
+    started = (before.get("result") or {}).get("started")
+    deadline = clock() + timeout
+    while clock() < deadline:
+        sleep(0.1)
+        try:
+            now = ask(protocol.request("ping"), timeout=2.0).get("result") or {}
+        except (OSError, protocol.ProtocolError):
+            continue  # between the old process's socket and the new one's
+        if now.get("started") == started or now.get("state") not in ("ready", "error"):
+            continue
+        if now["state"] == "error":
+            status = ask(protocol.request("status"), timeout=5.0).get("result") or {}
+            now = {**now, "problem": status.get("problem")}
+        return now
+    return {"state": "restarting"}

@@ -1,8 +1,9 @@
 """What the daemon answers: one handler per op, and the dispatch of a request to it.
 
 Owns the ops (``ping``, ``status``, ``search``, ``similar``, ``sync``, ``stop``,
-``latest_query``, ``note``, ``tags``, ``recent``, ``index``, ``mcp``: the switch to an MCP
-session), their errors (a bad
+``restart`` (into the config and model on disk: ``notewell model use``), ``latest_query``,
+``note``, ``tags``, ``recent``, ``index``, ``mcp``: the switch to an MCP session), their
+errors (a bad
 argument, as ``wire.requests`` checks it for every path, a bad date, an unknown note, a
 ``RequestError`` become an error reply with its code),
 the protocol version check, the worker pool that runs the ops touching the index
@@ -50,7 +51,7 @@ log = logging.getLogger(__name__)
 WORKERS = 4
 # Ops that touch no index: answered on the connection's thread, so a ping answers while
 # every worker is busy and `sync --wait` never holds a worker while it waits.
-INLINE_OPS = frozenset({"ping", "stop", "sync", "latest_query", "index", "mcp"})
+INLINE_OPS = frozenset({"ping", "stop", "restart", "sync", "latest_query", "index", "mcp"})
 # Ops that may send progress frames ({"progress": event}) before their reply.
 STREAMING_OPS = frozenset({"index"})
 Send = Callable[[dict], None]
@@ -106,6 +107,7 @@ class Handlers:
             "similar": self.op_similar,
             "sync": self.op_sync,
             "stop": self.op_stop,
+            "restart": self.op_restart,
             "latest_query": self.op_latest_query,
             "note": self.op_note,
             "tags": self.op_tags,
@@ -220,7 +222,7 @@ class Handlers:
 
     def op_ping(self, req: dict) -> dict:
         return {"pong": True, "version": __version__, "protocol": protocol.PROTOCOL_VERSION,
-                "state": self.background.state, "pid": os.getpid()}
+                "state": self.background.state, "pid": os.getpid(), "started": self.started}
 
     def op_status(self, req: dict) -> dict:
         bg = self.background
@@ -354,6 +356,15 @@ class Handlers:
     def op_stop(self, req: dict) -> dict:
         threading.Timer(0.05, self.request_stop).start()
         return {"stopping": True}
+
+    def op_restart(self, req: dict) -> dict:
+        """Stop, then run the same command again in this process: it reads config.toml
+        and loads the model anew (``notewell model use`` asks, after switching them)."""
+        if self.request_restart is None:
+            raise RequestError("unavailable", "this daemon cannot restart itself; stop it "
+                               "and start it again")
+        threading.Timer(0.05, self.request_restart).start()
+        return {"restarting": True}
 
 
 def _relay(send: Send) -> Callable[[dict], None]:
