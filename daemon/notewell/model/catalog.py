@@ -110,7 +110,7 @@ CATALOG: dict[str, CatalogModel] = {m.name: m for m in (
         query_prefix="Represent this sentence for searching relevant passages: ",
         purpose="stronger English retrieval than the shipped model; 12 layers to its 6, "
                 "so about twice the work per passage",
-        repo="Xenova/bge-small-en-v1.5", revision="b7ad92a45a298ac620504489f28ecb6ac66ad67c",
+        repo="Xenova/bge-small-en-v1.5", revision="ea104dacec62c0de699686887e3f920caeb4f3e3",
         files=(HubFile(MODEL_FILE, "onnx/model_quantized.onnx", 34_000_000),
                HubFile(TOKENIZER_FILE, "tokenizer.json", 711_000)),
         figures="MTEB retrieval (15 BEIR sets, nDCG@10) 51.68, MTEB average (56 sets) "
