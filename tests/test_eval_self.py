@@ -84,6 +84,12 @@ def test_queries_are_the_same_every_time_and_skip_titles_code_links_and_short_no
                                         f"The {w[5]} keeps {w[6]} beside the {w[7]} in "
                                         f"{w[8]} weather.")
         assert k.text in texts[k.note_id]
+    # Titles only when asked for (--kinds title): the title, never in the corpus.
+    titled = known_items.pick(notes, 200, kinds=("title",))
+    assert [(k.type, k.text) for k in titled.items] == [
+        ("title", next(n.title for n in notes if n.note_id == k.note_id))
+        for k in titled.items]
+    assert {k.note_id for k in titled.items} == {k.note_id for k in known.items}
     # A smaller sample is the start of the larger one; another seed draws other notes.
     assert [k.note_id for k in known_items.pick(notes, 7).items] == [
         k.note_id for k in known.items[:7]]
@@ -108,7 +114,7 @@ def test_too_few_notes_is_an_error_that_says_what_to_do(tmp_path):
     # enough notes, but none with anything to ask for
     notes = {f"n{i}.md": f"# {word(i)}\n\n" + " ".join(word(50 * i + j) for j in range(30))
              for i in range(25)}
-    with pytest.raises(EvalError, match="only 0 of 25 notes"):
+    with pytest.raises(EvalError, match="only 0 of 25 notes hold a heading or a sentence"):
         picked(write_notes(tmp_path / "flat", notes))
 
 
@@ -236,6 +242,8 @@ def test_command_errors_say_what_to_do(home, tmp_path):
     assert code == 1 and "no sources" in err and "--notes DIR" in err
     code, _, err = run("--queries", "0")
     assert code == 2 and "--queries" in err
+    code, _, err = run("--kinds", "title,magic")
+    assert code == 2 and "--kinds from title, heading, sentence" in err
 
 
 def test_model_names_resolve_in_one_place(tmp_path):

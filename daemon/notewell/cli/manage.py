@@ -216,9 +216,10 @@ def _eval_self(args: argparse.Namespace, methods: list[str], ranking) -> int:
     from notewell.sources import open_source
 
     specs = list(dict.fromkeys(m.strip() for m in args.models.split(",") if m.strip()))
-    if not specs or args.queries < 1:
-        print("notewell: --self wants --models with at least one model and --queries "
-              "of 1 or more", file=sys.stderr)
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    if not specs or args.queries < 1 or not kinds or set(kinds) - set(known_items.KIND_NAMES):
+        print("notewell: --self wants --models with at least one model, --queries of 1 or "
+              f"more and --kinds from {', '.join(known_items.KIND_NAMES)}", file=sys.stderr)
         return 2
     start = time.monotonic()
     try:
@@ -239,7 +240,8 @@ def _eval_self(args: argparse.Namespace, methods: list[str], ranking) -> int:
             what = ", ".join(c.name for c in configs)
         notes = known_items.read_notes(sources)
         result = self_eval.run_self(notes, models, self_eval.corpus_key(configs),
-                                    args.queries, methods, ranking, progress=not args.json)
+                                    args.queries, methods, ranking, progress=not args.json,
+                                    kinds=kinds)
     except EvalError as e:
         print(f"notewell: {e}", file=sys.stderr)
         return 1

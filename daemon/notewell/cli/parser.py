@@ -144,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "or a model folder (default current)")
     s.add_argument("--queries", type=int, default=200, metavar="N",
                    help="with --self: how many queries to build (default 200)")
+    s.add_argument("--kinds", default="heading,sentence", metavar="LIST",
+                   help="with --self: what a query may be, tried in this order for each "
+                   "note: title, heading, sentence (default heading,sentence)")
     s.add_argument("--split", default="test", help="BEIR qrels split (default test)")
     s.add_argument("--methods", help="comma-separated, from notewell, dense, bm25, keyword "
                    "(default all; with --self notewell,dense,bm25)")

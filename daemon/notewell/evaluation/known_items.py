@@ -1,13 +1,14 @@
 """Known-item queries from the user's own notes, and the corpus they are asked over.
 
-A query is one heading of a note (never its title) or, for a note without a usable
-heading, one of its sentences (5-20 words, no code, no links); its answer is that note.
-Nothing of the query may be matched verbatim, nor any title: the corpus is every note
-with its title, aliases and path left out (the Markdown source searches a note's path as
-a title alias, and a title repeated as the note's first H1 is dropped too), and with the
-query's own heading or sentence cut out of its note. Every other note stays as a
-distractor. Notes are drawn by a hash of their ids with a fixed seed, never by
-``random``, so the same notes give the same queries on every machine and Python version.
+A query is one heading of a note (3-12 words, never its title) or, for a note without a
+usable one, its first sentence of 5-20 words (no code, no links); its answer is that
+note. A query found in another note too is not asked (it has two answers). Nothing of
+the query may be matched verbatim, nor any title: the corpus is every note with its
+title, aliases and path left out (the Markdown source searches a note's path as a title
+alias, and a title repeated as the note's first H1 is dropped too), and with the query's
+own heading or sentence cut out of its note. Every other note stays as a distractor.
+Notes are drawn by a hash of their ids with a fixed seed, never by ``random``, so the
+same notes give the same queries on every machine and Python version.
 
 Imports ``notes``, ``sources`` (reading notes, Markdown's fences) and
 ``evaluation.metrics``.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from notewell.evaluation.metrics import EvalError, EvalQuery
@@ -31,7 +32,12 @@ MIN_NOTES = 20  # fewer, and a known item is found by elimination
 MIN_QUERIES = 10
 SENTENCE_WORDS = (5, 20)
 HEADING_WORDS = (3, 12)  # "Setup" or "Notes" names no note
-MIN_REST_WORDS = 20  # what must remain of a note once its query is cut out
+MIN_REST_WORDS = 20
+KIND_NAMES = ("title", "heading", "sentence")
+# What a query may be, tried in this order. A title is left out: as a query it is found
+# by its words in the note's first lines (0.975 Recall@5 on til-jbranchaud's notes, see
+# docs/search-quality.md), and most Dendron titles are one word.
+KINDS = ("heading", "sentence")  # what must remain of a note once its query is cut out
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?")
@@ -92,9 +98,10 @@ def read_notes(sources: Iterable[Source]) -> list[Note]:
 
 
 def pick(notes: list[Note], count: int = QUERIES, seed: str = SEED,
-         source: str = "self") -> KnownItems:
+         source: str = "self", kinds: Sequence[str] = KINDS) -> KnownItems:
     """Up to ``count`` known items, at most one per note, and the corpus (notes renamed
     into the source ``source``). ``EvalError`` when the notes are too few to measure."""
+    titles = {n.note_id: n.title for n in notes}
     untitled = {n.note_id: _untitled(n, source) for n in notes}
     with_text = [n for n in untitled.values() if _words(n.text) >= MIN_REST_WORDS]
     if len(with_text) < MIN_NOTES:
@@ -108,50 +115,61 @@ def pick(notes: list[Note], count: int = QUERIES, seed: str = SEED,
     for note_id in sorted(untitled, key=lambda n: _digest(seed, n)):
         if len(items) >= count:
             break
-        made = _known_item(untitled[note_id], _digest(seed, "choice", note_id),
-                           flat[note_id], everything)
+        made = _known_item(untitled[note_id], titles[note_id], kinds,
+                           _digest(seed, "choice", note_id), flat[note_id], everything)
         if made is not None:
             items.append(made[0])
             untitled[note_id] = made[1]
     if len(items) < min(count, MIN_QUERIES):
-        raise EvalError(f"only {len(items)} of {len(untitled)} notes hold a heading of "
-                        f"{HEADING_WORDS[0]}+ words or a sentence of {SENTENCE_WORDS[0]}-"
-                        f"{SENTENCE_WORDS[1]} words (no code, no links) found in no other "
-                        f"note; --self needs {MIN_QUERIES}: measure with a golden set "
-                        "(--golden FILE) instead")
+        wanted = " or a ".join(kinds)
+        raise EvalError(f"only {len(items)} of {len(untitled)} notes hold a {wanted} "
+                        f"to ask for (headings and titles of {HEADING_WORDS[0]}+ words, "
+                        f"sentences of {SENTENCE_WORDS[0]}-{SENTENCE_WORDS[1]}, no code, no "
+                        f"links, found in no other note); --self needs {MIN_QUERIES}: "
+                        "measure with a golden set (--golden FILE) instead")
     return KnownItems(items, list(untitled.values()))
 
 
-def _known_item(note: Note, choice: int, flat: str, everything: str
-                ) -> tuple[KnownItem, Note] | None:
+def _known_item(note: Note, title: str, kinds: Sequence[str], choice: int, flat: str,
+                everything: str) -> tuple[KnownItem, Note] | None:
     """The note's query and the note without it, or None: nothing to ask for, or nothing
-    left once it is cut out."""
+    left once it is cut out. ``kinds`` are tried in order."""
     lines = note.text.splitlines()
     blocks = _blocks(lines)
-    candidates = [(b, "heading", query) for b in blocks if b.kind == "heading"
-                  for query in [_clean(b.text)] if _fits(query, HEADING_WORDS)]
-    if not candidates:
-        # The first sentence that fits: a note's lead says what it is about, as a person
-        # remembers it; a sentence further on is as often "At this point I have none set."
-        candidates = [(b, "sentence", s) for b in blocks if b.kind == "prose"
-                      for s in _sentences(b.text) if _sentence(_clean(s))][:1]
-    for i in range(len(candidates)):
-        block, kind, raw = candidates[(choice + i) % len(candidates)]
-        query = _clean(raw)
-        needle = _flat(query)
-        # In another note too, the query has two answers.
-        if everything.count(needle) != flat.count(needle):
-            continue
-        if kind == "heading":
-            kept = lines[:block.start] + lines[block.end:]
-        else:
-            rest = " ".join(block.text.replace(raw, " ", 1).split())
-            kept = lines[:block.start] + ([rest] if rest else []) + lines[block.end:]
-        text = "\n".join(kept)
-        if needle in _flat(text) or _words(text) < MIN_REST_WORDS:
-            continue
-        return KnownItem(note.note_id, query, kind), _with_text(note, text)
+    for kind in kinds:
+        candidates = _candidates(kind, title, blocks)
+        for i in range(len(candidates)):
+            block, raw = candidates[(choice + i) % len(candidates)]
+            query = _clean(raw)
+            needle = _flat(query)
+            # In another note too, the query has two answers.
+            if everything.count(needle) != flat.count(needle):
+                continue
+            if block is None:  # the title: out of the corpus already
+                kept = lines
+            elif block.kind == "heading":
+                kept = lines[:block.start] + lines[block.end:]
+            else:
+                rest = " ".join(block.text.replace(raw, " ", 1).split())
+                kept = lines[:block.start] + ([rest] if rest else []) + lines[block.end:]
+            text = "\n".join(kept)
+            if needle in _flat(text) or _words(text) < MIN_REST_WORDS:
+                continue
+            return KnownItem(note.note_id, query, kind), _with_text(note, text)
     return None
+
+
+def _candidates(kind: str, title: str, blocks: list[_Block]
+                ) -> list[tuple[_Block | None, str]]:
+    if kind == "title":
+        return [(None, title)] if _fits(_clean(title), HEADING_WORDS) else []
+    if kind == "heading":
+        return [(b, b.text) for b in blocks
+                if b.kind == "heading" and _fits(_clean(b.text), HEADING_WORDS)]
+    # The first sentence that fits: a note's lead says what it is about, as a person
+    # remembers it; a sentence further on is as often "At this point I have none set."
+    return [(b, s) for b in blocks if b.kind == "prose"
+            for s in _sentences(b.text) if _sentence(_clean(s))][:1]
 
 
 def _untitled(note: Note, source: str) -> Note:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from notewell.config import SourceConfig
 from notewell.evaluation.corpora import eval_index
-from notewell.evaluation.known_items import QUERIES, NotesSource, pick
+from notewell.evaluation.known_items import KINDS, QUERIES, NotesSource, pick
 from notewell.evaluation.metrics import EvalError
 from notewell.evaluation.runner import evaluate
 from notewell.model.embedding import Embedder
@@ -82,9 +82,10 @@ def corpus_key(sources: Sequence[SourceConfig]) -> str:
 
 def run_self(notes: list[Note], models: Sequence[tuple[str, MakeModel]], corpus: str,
              count: int = QUERIES, methods: Sequence[str] = METHODS,
-             ranking: Ranking | None = None, progress: bool = False) -> SelfEval:
+             ranking: Ranking | None = None, progress: bool = False,
+             kinds: Sequence[str] = KINDS) -> SelfEval:
     """Every model's metrics on the same known items from ``notes``."""
-    known = pick(notes, count)
+    known = pick(notes, count, kinds=kinds)
     queries = known.queries()
     source = NotesSource("self", known.corpus)
     out: dict[str, tuple[str, Results]] = {}
@@ -134,4 +135,8 @@ def format_table(result: SelfEval) -> str:
                 values = result.models[label][1][method][group]
                 cells.append(f"{values['recall@5']:.3f} / {values['mrr@10']:.3f}")
             lines.append(f"  {method:<10}" + "".join(f"{c:>{width}}" for c in cells))
+    # Two systems on the same queries: a gap under about 1/sqrt(n) is within the usual
+    # 95% interval of a paired difference (see docs/search-quality.md).
+    lines.append(f"a gap under {1 / result.queries ** 0.5:.2f} between two cells may be "
+                 "chance; more queries (--queries) narrow it")
     return "\n".join(lines)
