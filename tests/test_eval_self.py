@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import os
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
-from helpers import write_notes
+from helpers import REPO, SHARED, write_notes
 from notewell import cli, config
 from notewell.evaluation import known_items, self_eval
 from notewell.evaluation.corpora import eval_index, folder_source
-from notewell.evaluation.metrics import EvalError
+from notewell.evaluation.metrics import EvalError, load_golden
 from notewell.model.fake import FakeEmbedder
 from notewell.model.files import ModelError
 
@@ -257,17 +258,61 @@ def test_model_names_resolve_in_one_place(tmp_path):
 
 # -- the real collections ------------------------------------------------------------------
 
-SHARED = Path(os.environ.get("NOTEWELL_BENCH_DATA", Path(__file__).resolve().parents[2]
-                             / "shared" / "data"))
+SETS = ("til-jbranchaud", "dendron-vault")
 
 
-@pytest.mark.parametrize("name", ["til-jbranchaud", "dendron-vault"])
-def test_real_collections_give_200_queries_none_a_title(name):
-    root = SHARED / name / "notes"
+def shared_notes(name: str) -> Path:
+    # NOTEWELL_BENCH_DATA as the benchmarks read it: indexes are keyed by the folder's path.
+    root = Path(os.environ.get("NOTEWELL_BENCH_DATA") or SHARED) / name / "notes"
     if not root.is_dir():
         pytest.skip(f"no {root}")
-    notes, known = picked(root)
+    return root
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_real_collections_give_200_queries_none_a_title(name):
+    notes, known = picked(shared_notes(name))
     assert len(known.items) == 200
     titles = {n.title.strip().lower() for n in notes}
     assert not any(k.text.lower() in titles for k in known.items)
     assert not any("`" in k.text or "://" in k.text for k in known.items)
+
+
+@pytest.mark.real_corpus
+@pytest.mark.parametrize("name", SETS)
+def test_self_eval_orders_models_and_rankers_as_the_golden_set_does(name, real_embedder,
+                                                                    tmp_path, monkeypatch):
+    """The validation of docs/search-quality.md ("Measuring on your own notes"): the shipped
+    model against the fake one, and the rankers, by both measures. Indexes are kept in
+    $NOTEWELL_EVAL_HOME when set (else embedding takes minutes per collection)."""
+    from notewell.evaluation import runner as evaluate
+
+    root = shared_notes(name)
+    monkeypatch.setenv("NOTEWELL_HOME", os.environ.get("NOTEWELL_EVAL_HOME", str(tmp_path)))
+    methods = ("notewell", "dense", "bm25", "keyword")
+    models = {"shipped": lambda: real_embedder, "fake": FakeEmbedder}
+    golden_set = str(REPO / "bench" / "golden" / f"{name}.jsonl")
+    golden = {label: evaluate.run_folder_golden(golden_set, str(root), make(), methods)
+              for label, make in models.items()}
+    source = folder_source(str(root))
+    ours = self_eval.run_self(known_items.read_notes([source]), list(models.items()),
+                              self_eval.corpus_key([source.config]), 200, methods).models
+
+    def systems(results: dict) -> dict[str, dict[str, float]]:
+        out = {f"{label} {m}": results[label][m]["all"] for label in models
+               for m in ("notewell", "dense")}
+        return {**out, "bm25": results["shipped"]["bm25"]["all"],
+                "keyword": results["shipped"]["keyword"]["all"]}
+
+    g = systems(golden)
+    s = systems({label: res for label, (_, res) in ours.items()})
+    noise = {"golden": 1 / len(load_golden(golden_set)) ** 0.5, "self": 1 / 200 ** 0.5}
+    for metric in ("recall@5", "mrr@10"):
+        for ranker in ("notewell", "dense"):  # the models' order, clear on both sides
+            a, b = f"shipped {ranker}", f"fake {ranker}"
+            assert g[a][metric] - g[b][metric] > noise["golden"], (metric, a)
+            assert s[a][metric] - s[b][metric] > noise["self"], (metric, a)
+        for a, b in itertools.combinations(g, 2):  # no pair clear on both sides flips
+            dg, ds = g[a][metric] - g[b][metric], s[a][metric] - s[b][metric]
+            if abs(dg) > noise["golden"] and abs(ds) > noise["self"]:
+                assert dg * ds > 0, (metric, a, b, dg, ds)
