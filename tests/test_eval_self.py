@@ -238,6 +238,10 @@ def test_command_errors_say_what_to_do(home, tmp_path):
     assert code == 1 and "not a folder of Markdown notes" in err
     code, _, err = run("--notes", str(make_notes(tmp_path / "n")), "--models", "current,nope")
     assert code == 1 and "'nope' is not a model folder" in err
+    (tmp_path / "empty-model").mkdir()
+    code, out, err = run("--notes", str(tmp_path / "n"), "--models",
+                         f"current,{tmp_path / 'empty-model'}")
+    assert code == 1 and "model.onnx" in err and not out  # before any model ran
     config.save(config.Config(sources=()))
     code, _, err = run()
     assert code == 1 and "no sources" in err and "--notes DIR" in err
@@ -251,9 +255,8 @@ def test_model_names_resolve_in_one_place(tmp_path):
     current = FakeEmbedder
     assert self_eval.model_for("current", current) is current
     assert self_eval.model_for("shipped", current) is self_eval._shipped
-    made = self_eval.model_for(str(tmp_path), current)  # a folder: loaded when called
-    with pytest.raises(ModelError, match=r"model\.onnx"):
-        made()
+    with pytest.raises(ModelError, match=r"model\.onnx"):  # a folder: checked at once
+        self_eval.model_for(str(tmp_path), current)
 
 
 # -- the real collections ------------------------------------------------------------------

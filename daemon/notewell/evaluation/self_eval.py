@@ -51,25 +51,22 @@ def model_for(spec: str, current: MakeModel) -> MakeModel:
     if spec == "shipped":
         return _shipped
     # A catalog name (``notewell model list``) becomes its downloaded folder here.
-    folder = os.path.abspath(os.path.expanduser(spec))
-    if not os.path.isdir(folder):
+    path = os.path.abspath(os.path.expanduser(spec))
+    if not os.path.isdir(path):
         raise EvalError(f"--models: {spec!r} is not a model folder; name a folder holding "
                         "model.onnx and tokenizer.json, or current (the model config.toml "
                         "names) or shipped")
-    return lambda: _folder(folder)
+    from notewell.model.custom import open_folder
+    from notewell.model.runtime import custom_embedder
+
+    folder = open_folder(path)  # its files checked now, before any model is run
+    return lambda: custom_embedder(folder)
 
 
 def _shipped() -> Embedder:
     from notewell.model import runtime
 
     return runtime.default_embedder()
-
-
-def _folder(folder: str) -> Embedder:
-    from notewell.model.custom import open_folder
-    from notewell.model.runtime import custom_embedder
-
-    return custom_embedder(open_folder(folder))
 
 
 def corpus_key(sources: Sequence[SourceConfig]) -> str:
