@@ -249,6 +249,8 @@ def test_command_errors_say_what_to_do(home, tmp_path):
     assert code == 2 and "--queries" in err
     code, _, err = run("--kinds", "title,magic")
     assert code == 2 and "--kinds from title, heading, sentence" in err
+    code = cli.main(["eval", "--models", "shipped"], embedder=FakeEmbedder)
+    assert code == 2  # without --self it would be ignored
 
 
 def test_model_names_resolve_in_one_place(tmp_path):

@@ -168,6 +168,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.notes and not (args.golden or args.self_eval):
         print("notewell: --notes goes with --golden FILE or --self", file=sys.stderr)
         return 2
+    if not args.self_eval and (args.models, args.queries, args.kinds) != (None, None, None):
+        print("notewell: --models, --queries and --kinds go with --self", file=sys.stderr)
+        return 2
     progress = not args.json
     ranking = Ranking(typos=False) if args.no_typos else None
     if args.self_eval:
@@ -215,9 +218,12 @@ def _eval_self(args: argparse.Namespace, methods: list[str], ranking) -> int:
     from notewell.evaluation.metrics import EvalError
     from notewell.sources import open_source
 
-    specs = list(dict.fromkeys(m.strip() for m in args.models.split(",") if m.strip()))
-    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
-    if not specs or args.queries < 1 or not kinds or set(kinds) - set(known_items.KIND_NAMES):
+    specs = list(dict.fromkeys(m.strip() for m in (args.models or "current").split(",")
+                               if m.strip()))
+    kinds = [k.strip() for k in (args.kinds or ",".join(known_items.KINDS)).split(",")
+             if k.strip()]
+    count = known_items.QUERIES if args.queries is None else args.queries
+    if not specs or count < 1 or not kinds or set(kinds) - set(known_items.KIND_NAMES):
         print("notewell: --self wants --models with at least one model, --queries of 1 or "
               f"more and --kinds from {', '.join(known_items.KIND_NAMES)}", file=sys.stderr)
         return 2
@@ -240,7 +246,7 @@ def _eval_self(args: argparse.Namespace, methods: list[str], ranking) -> int:
             what = ", ".join(c.name for c in configs)
         notes = known_items.read_notes(sources)
         result = self_eval.run_self(notes, models, self_eval.corpus_key(configs),
-                                    args.queries, methods, ranking, progress=not args.json,
+                                    count, methods, ranking, progress=not args.json,
                                     kinds=kinds)
     except EvalError as e:
         print(f"notewell: {e}", file=sys.stderr)

@@ -139,12 +139,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "sentence, cut out of its note; titles left out), models side by side")
     s.add_argument("--notes", metavar="DIR", help="with --golden or --self: index this "
                    "Markdown folder (throw-away index) instead of the configured sources")
-    s.add_argument("--models", default="current", metavar="LIST", help="with --self: "
+    s.add_argument("--models", metavar="LIST", help="with --self: "
                    "comma-separated models to compare: current (config.toml's), shipped, "
                    "or a model folder (default current)")
-    s.add_argument("--queries", type=int, default=200, metavar="N",
+    s.add_argument("--queries", type=int, metavar="N",
                    help="with --self: how many queries to build (default 200)")
-    s.add_argument("--kinds", default="heading,sentence", metavar="LIST",
+    s.add_argument("--kinds", metavar="LIST",
                    help="with --self: what a query may be, tried in this order for each "
                    "note: title, heading, sentence (default heading,sentence)")
     s.add_argument("--split", default="test", help="BEIR qrels split (default test)")
