@@ -111,3 +111,19 @@ def test_near_duplicates_are_folded_past_the_first_batch_of_hits(engine, notes_d
     found = ids(engine.search("glacier0 glacier1 glacier2 glacier3", limit=2))
     assert len(found) == 2 and found[0].startswith("notes:dups/original"), found
     assert found[1] == "notes:dups/moraine.md", found
+
+
+def test_a_blank_title_is_no_sign_of_a_copy():
+    """Two notes titled alike fold at a lower similarity than others; two without a title
+    (``eval --self`` hides every title) are not titled alike."""
+    import numpy as np
+    from notewell.search.presentation import Shown
+    from notewell.search.ranking import Ranking
+
+    a = np.array([1.0, 0.0], dtype=np.float32)
+    b = np.array([0.93, (1 - 0.93**2) ** 0.5], dtype=np.float32)  # cosine 0.93
+    for title, folded in (("Weekly review", True), ("", False)):
+        shown = Shown(Ranking(), 10)
+        shown.add(a, title)
+        assert shown.near_duplicate(b, title) is folded
+        assert not shown.near_duplicate(b, "Another title")

@@ -236,17 +236,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from notewell.evaluation import runner as evaluate
     from notewell.search.ranking import Ranking
 
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    default = "notewell,dense,bm25" if args.self_eval else ",".join(evaluate.METHODS)
+    methods = [m.strip() for m in (args.methods or default).split(",") if m.strip()]
     unknown = [m for m in methods if m not in evaluate.METHODS]
     if unknown or not methods:
         print(f"notewell: unknown method {', '.join(unknown) or '(none)'}; choose from "
               f"{', '.join(evaluate.METHODS)}", file=sys.stderr)
         return 2
-    if args.notes and not args.golden:
-        print("notewell: --notes goes with --golden FILE", file=sys.stderr)
+    if args.notes and not (args.golden or args.self_eval):
+        print("notewell: --notes goes with --golden FILE or --self", file=sys.stderr)
+        return 2
+    if not args.self_eval and (args.models, args.queries, args.kinds) != (None, None, None):
+        print("notewell: --models, --queries and --kinds go with --self", file=sys.stderr)
         return 2
     progress = not args.json
     ranking = Ranking(typos=False) if args.no_typos else None
+    if args.self_eval:
+        return _eval_self(args, methods, ranking)
     start = time.monotonic()
     try:
         if args.beir:
@@ -280,6 +286,54 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return 0
     print(f"{what}: {time.monotonic() - start:.1f}s")
     print(evaluate.format_table(results))
+    return 0
+
+
+def _eval_self(args: argparse.Namespace, methods: list[str], ranking) -> int:
+    """``notewell eval --self``: known items from the configured sources or ``--notes``."""
+    from notewell.evaluation import known_items, self_eval
+    from notewell.evaluation.corpora import folder_source
+    from notewell.evaluation.metrics import EvalError
+    from notewell.sources import open_source
+
+    specs = list(dict.fromkeys(m.strip() for m in (args.models or "current").split(",")
+                               if m.strip()))
+    kinds = [k.strip() for k in (args.kinds or ",".join(known_items.KINDS)).split(",")
+             if k.strip()]
+    count = known_items.QUERIES if args.queries is None else args.queries
+    if not specs or count < 1 or not kinds or set(kinds) - set(known_items.KIND_NAMES):
+        print("notewell: --self wants --models with at least one model, --queries of 1 or "
+              f"more and --kinds from {', '.join(known_items.KIND_NAMES)}", file=sys.stderr)
+        return 2
+    start = time.monotonic()
+    try:
+        models = [(spec, self_eval.model_for(spec, args.embedder)) for spec in specs]
+        if args.notes:
+            source = folder_source(args.notes)
+            configs = [source.config]
+            sources = [source]
+            what = args.notes
+        else:
+            config = load_config()
+            configs = list(config.sources)
+            if not configs:
+                print(f"notewell: no sources in {config.path}; pass --notes DIR, or add a "
+                      "[[sources]] table (see README)", file=sys.stderr)
+                return 1
+            sources = [open_source(c) for c in configs]
+            what = ", ".join(c.name for c in configs)
+        notes = known_items.read_notes(sources)
+        result = self_eval.run_self(notes, models, self_eval.corpus_key(configs),
+                                    count, methods, ranking, progress=not args.json,
+                                    kinds=kinds)
+    except EvalError as e:
+        print(f"notewell: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(self_eval.to_json(result), indent=2))
+        return 0
+    print(f"your notes ({what}): {time.monotonic() - start:.1f}s")
+    print(self_eval.format_table(result))
     return 0
 
 

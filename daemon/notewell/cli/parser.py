@@ -120,12 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
     _limit(s, "similar")
     s.add_argument("--json", action="store_true")
 
-    s = sub.add_parser("eval", help="measure ranking quality on a golden set or a BEIR "
-                       "dataset (Recall@5/@10, MRR@10, nDCG@10)",
+    s = sub.add_parser("eval", help="measure ranking quality on a golden set, a BEIR "
+                       "dataset or your own notes (Recall@5/@10, MRR@10, nDCG@10)",
                        description="Score the full pipeline (notewell), dense only, BM25 only "
                        "and a naive keyword baseline, overall and per query type. Without "
-                       "options: the bundled golden set over the bundled demo notes. Corpora "
-                       "are indexed into reusable throw-away indexes under "
+                       "options: the bundled golden set over the bundled demo notes. --self: "
+                       "known-item queries built from your own notes, models side by side. "
+                       "Corpora are indexed into reusable throw-away indexes under "
                        "$NOTEWELL_HOME/eval/, so only the first run embeds.")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--golden", metavar="FILE", help="a JSONL golden set ({\"id\", \"query\", "
@@ -133,13 +134,25 @@ def build_parser() -> argparse.ArgumentParser:
                    "configured index unless --notes is given")
     g.add_argument("--beir", metavar="DIR", help="a BEIR dataset directory (corpus.jsonl, "
                    "queries.jsonl, qrels/SPLIT.tsv), indexed as notes (title plus text)")
-    s.add_argument("--notes", metavar="DIR", help="with --golden: index this Markdown folder "
-                   "(throw-away index) instead of using the configured one")
+    g.add_argument("--self", action="store_true", dest="self_eval",
+                   help="known-item queries from your own notes (a heading, else a "
+                   "sentence, cut out of its note; titles left out), models side by side")
+    s.add_argument("--notes", metavar="DIR", help="with --golden or --self: index this "
+                   "Markdown folder (throw-away index) instead of the configured sources")
+    s.add_argument("--models", metavar="LIST", help="with --self: "
+                   "comma-separated models to compare: current (config.toml's), shipped, "
+                   "or a model folder (default current)")
+    s.add_argument("--queries", type=int, metavar="N",
+                   help="with --self: how many queries to build (default 200)")
+    s.add_argument("--kinds", metavar="LIST",
+                   help="with --self: what a query may be, tried in this order for each "
+                   "note: title, heading, sentence (default heading,sentence)")
     s.add_argument("--split", default="test", help="BEIR qrels split (default test)")
-    s.add_argument("--methods", default="notewell,dense,bm25,keyword",
-                   help="comma-separated, from notewell, dense, bm25, keyword (default all)")
+    s.add_argument("--methods", help="comma-separated, from notewell, dense, bm25, keyword "
+                   "(default all; with --self notewell,dense,bm25)")
     s.add_argument("--json", action="store_true", help="print {method: {group: {metric: "
-                   "value}}} as JSON")
+                   "value}}} as JSON (--self: {queries, notes, types, models: {name: "
+                   "{model, methods}}})")
     s.add_argument("--no-typos", action="store_true", help="without typo correction "
                    "(Ranking(typos=False)): what it changes for queries without typos")
 

@@ -117,6 +117,8 @@ class Shown:
         if float(sims.max()) >= r.duplicate_similarity:
             return True
         key = title_key(title)
+        if not key:  # no title (``eval --self`` hides them all): no copy by its title
+            return False
         return any(other == key and sim >= r.duplicate_similarity_same_title
                    for other, sim in zip(self.titles, sims.tolist()))
 
