@@ -23,7 +23,7 @@ from notewell.index import store
 from notewell.index.schema import describe
 from notewell.ingest.progress import Relay
 from notewell.model import catalog
-from notewell.model.catalog import CATALOG, CatalogModel, HubFile
+from notewell.model.catalog import CATALOG, SHIPPED, CatalogModel, HubFile
 from notewell.model.download import DownloadError
 from notewell.model.embedding import SHIPPED_FINGERPRINT, OnnxEmbedder
 from notewell.model.fake import FakeEmbedder
@@ -514,3 +514,25 @@ def test_switching_away_from_a_model_of_your_own_says_so(tiny, tmp_path, home, c
     assert config.load().model.path == done["folder"]
     kept = list((home / "index").glob("vectors-*.sqlite"))
     assert len(kept) == 1  # your own model's vectors, for going back
+
+
+def test_get_downloads_and_checks_without_switching(tiny, tmp_path, home):
+    hub, entry = tiny
+    configured(home, tmp_path)
+    before = (home / "config.toml").read_bytes()
+    directory = str(tmp_path / "models")
+    folder = models.get("tiny", cat={"tiny": entry}, directory=directory, base_url=hub.url)
+    assert folder == catalog.installed("tiny", directory, {"tiny": entry})
+    assert (home / "config.toml").read_bytes() == before  # nothing switched
+    assert config.load().model is None
+    assert models.get(SHIPPED) is None  # the shipped model: nothing to fetch
+
+
+def test_eval_self_takes_catalog_names(home):
+    from notewell.evaluation import self_eval
+    from notewell.evaluation.metrics import EvalError
+
+    current = object()
+    assert self_eval.model_for(SHIPPED, current) is self_eval._shipped
+    with pytest.raises(EvalError, match=re.escape("notewell model get bge-small-en-v1.5")):
+        self_eval.model_for("bge-small-en-v1.5", current)

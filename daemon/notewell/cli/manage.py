@@ -168,8 +168,8 @@ def cmd_model(args: argparse.Namespace) -> int:
         print("Switch with `notewell model use NAME` (a download only when you run it).")
         return 0
     if not args.name:
-        print("notewell: `notewell model use NAME`: which model? (`notewell model list`)",
-              file=sys.stderr)
+        print(f"notewell: `notewell model {args.action} NAME`: which model? "
+              "(`notewell model list`)", file=sys.stderr)
         return 2
     bars = sys.stderr.isatty() and not args.quiet  # progress on a terminal only
 
@@ -181,6 +181,11 @@ def cmd_model(args: argparse.Namespace) -> int:
         return Progress(label, total, unit="kB", scale=1e3)
 
     try:
+        if args.action == "get":
+            folder = models.get(args.name, download_progress=byte_bar if bars else None)
+            print(f"{args.name} is ready" + (f" in {folder}" if folder else " (shipped)")
+                  + f"; compare: notewell eval --self --models current,{args.name}")
+            return 0
         done = models.use(args.name, download_progress=byte_bar if bars else None,
                           progress=bars, on_wait=say_waiting)
     except KeyboardInterrupt:

@@ -224,11 +224,14 @@ def build_parser() -> argparse.ArgumentParser:
                        "rebuild the index beside the live one while the daemon keeps "
                        "answering, write [model] to config.toml and restart the daemon on "
                        "it. `model use all-MiniLM-L6-v2` switches back to the shipped "
-                       "model, re-embedding nothing it had.")
-    s.add_argument("action", choices=("list", "use"))
-    s.add_argument("name", nargs="?", help="with use: the model, as `model list` names it")
+                       "model, re-embedding nothing it had. get NAME: download and check "
+                       "NAME without switching to it (to compare models with `notewell "
+                       "eval --self --models current,NAME`).")
+    s.add_argument("action", choices=("list", "use", "get"))
+    s.add_argument("name", nargs="?", help="with use or get: the model, as `model list` "
+                   "names it")
     s.add_argument("--json", action="store_true", help="with list: machine-readable output")
-    s.add_argument("--quiet", action="store_true", help="with use: no progress bars")
+    s.add_argument("--quiet", action="store_true", help="with use or get: no progress bars")
 
     sub.add_parser("doctor", help="check each link from the SQLite extension to the Alfred "
                    "workflow, and say what to fix",

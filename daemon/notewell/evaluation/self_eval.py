@@ -44,13 +44,22 @@ class SelfEval:
 
 def model_for(spec: str, current: MakeModel) -> MakeModel:
     """What one ``--models`` entry names: ``current`` (the model ``config.toml`` names,
-    else the shipped one), ``shipped``, or a model folder (``model.onnx`` and
-    ``tokenizer.json``, as ``[model]`` takes it)."""
+    else the shipped one), ``shipped``, a catalog model (``notewell model list``) that was
+    downloaded, or a model folder (``model.onnx`` and ``tokenizer.json``, as ``[model]``
+    takes it)."""
     if spec == "current":
         return current
     if spec == "shipped":
         return _shipped
-    # A catalog name (``notewell model list``) becomes its downloaded folder here.
+    from notewell.model import catalog
+
+    if spec in catalog.CATALOG:
+        if catalog.CATALOG[spec].shipped:
+            return _shipped
+        if catalog.installed(spec) is None:
+            raise EvalError(f"--models: {spec} is not downloaded; `notewell model get {spec}` "
+                            "downloads and checks it without switching to it")
+        return lambda: catalog.embedder(spec)
     path = os.path.abspath(os.path.expanduser(spec))
     if not os.path.isdir(path):
         raise EvalError(f"--models: {spec!r} is not a model folder; name a folder holding "

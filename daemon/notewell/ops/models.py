@@ -64,6 +64,13 @@ def list_models(cat: Catalog = CATALOG, directory: str | None = None) -> list[di
     return out
 
 
+def get(name: str, *, cat: Catalog = CATALOG, directory: str | None = None,
+        base_url: str | None = None, download_progress: Progress | None = None) -> str | None:
+    """Download catalog model ``name`` and check it (``catalog.install``) without switching
+    to it, for ``notewell eval --self --models NAME``; its folder (None: the shipped one)."""
+    return catalog.install(catalog.entry(name, cat), directory, base_url, download_progress)
+
+
 def use(name: str, *, cat: Catalog = CATALOG, directory: str | None = None,
         base_url: str | None = None, download_progress: Progress | None = None,
         progress: bool | ProgressBars = False,
