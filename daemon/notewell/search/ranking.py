@@ -61,6 +61,14 @@ class Ranking:
     typo_long_word: int = 9
     typo_rare_df: int = 3
     typo_common_ratio: float = 30.0
+    # A word English, German or Spanish use at least ``typo_real_zipf`` on the Zipf scale
+    # (``search.lexicon``; 3.0: once per million words) is a word, never a typo: "shred"
+    # (3.32) is not "shared". A rarer word the lists hold is corrected only to one
+    # ``typo_zipf_gap`` more common in its language (1.5: 30 times): common misspellings
+    # ("recieve" 2.75, "vaccum" 1.82) are read as meant, rare words ("laggy" 2.21, whose
+    # indexed neighbour "maggy" is 2.08) as typed.
+    typo_real_zipf: float = 3.0
+    typo_zipf_gap: float = 1.5
     # What a correction weighs in coverage (``fusion.coverage``) against a word as typed:
     # a guess found in a passage is no evidence that the passage is what the query asks
     # for (SciFact: "tocopheryl" read as "tocopherol" found the wrong abstracts). It still
