@@ -4,9 +4,13 @@ wordfreq's word-frequency lists, so typo correction leaves real words alone
 
 The lists are wordfreq's "large" ones (every word used at least once per 100 million
 words, by at least five sources), for the Latin-script languages the demo covers; Chinese
-and Japanese words are never corrected. A query's language is not guessed (two to six
-words say too little): a word is as common as it is in whichever of the three languages
-uses it most. Frequencies are on the Zipf scale (``log10`` of uses per billion words:
+and Japanese words are never corrected. Whether a word is a word does not hang on a guess
+at the query's language (two to six words say too little, and a German word in an English
+query is still a word): a word is as common as it is in whichever of the three languages
+uses it most. Only whether a rarer word's correction is far commoner is judged in the
+language the whole query reads most like (``Lexicon.language``: "seeed" in "erly seeed
+release" is English, where "seed" is 1,000 times commoner, not German, where wordfreq
+counts it 2.5). Frequencies are on the Zipf scale (``log10`` of uses per billion words:
 3.0 is once per million).
 
 Read from wordfreq's package data, in its documented "cBpack" format (a gzipped msgpack
@@ -25,6 +29,7 @@ import importlib.util
 import logging
 import os
 import threading
+from collections.abc import Iterable
 
 import msgpack
 import numpy as np
@@ -73,6 +78,15 @@ class Lexicon:
     def zipf(self, word: str) -> float:
         """How common ``word`` is in the language that uses it most (0: none does)."""
         return max(self.zipf_by_language(word))
+
+    def language(self, words: Iterable[str]) -> int | None:
+        """Which of ``LANGUAGES`` (its index) ``words`` read most like: the one whose
+        Zipf values for them sum highest; None when no list holds any of them."""
+        totals = [0.0] * len(LANGUAGES)
+        for word in words:
+            totals = [t + z for t, z in zip(totals, self.zipf_by_language(word))]
+        best = max(totals)
+        return totals.index(best) if best > 0 else None
 
     @property
     def nbytes(self) -> int:

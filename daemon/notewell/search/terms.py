@@ -12,9 +12,10 @@ correction weighs ``Ranking.typo_coverage`` of a typed word (``QueryTerm.weight`
 A real word is never a typo: one that English, German or Spanish use at least
 ``Ranking.typo_real_zipf`` (``search.lexicon``: "shred" is not "shared"). A rarer word
 the lists hold (a rare word, or a common misspelling: "recieve") is corrected only to a
-word ``Ranking.typo_zipf_gap`` more common in its language ("receive", not "laggy" ->
-"maggy"). Keywords look every correction up; the model reads one instead of the word
-typed only when the evidence is strong (``QueryTerm.strong``, ``dense_text``).
+word ``Ranking.typo_zipf_gap`` more common in the query's language ("receive", not
+"laggy" -> "maggy"); a word of four letters only to a real word no shorter. Keywords look every
+correction up; the model reads one instead of the word typed only when the evidence is
+strong (``QueryTerm.strong``, ``dense_text``).
 
 May import ``search.query``, ``search.ranking``, ``search.lexicon``, ``index.cjk`` and the
 read interface (``index.reads.Reads``); no SQL.
@@ -54,8 +55,8 @@ class QueryTerm:
     weight: float = 1.0
     # The model reads the correction (instead of the word typed, or beside it when
     # passages hold that too): the language prefers it ``typo_zipf_gap`` over the word
-    # typed, or the word typed is no word and no passage's, one edit from it. Otherwise
-    # only keywords look it up.
+    # typed, or the word typed is no word and no passage's, one edit from it, and has
+    # more than four letters. Otherwise only keywords look it up.
     strong: bool = True
 
 
@@ -89,7 +90,7 @@ def query_terms(q: Query, reads: Reads, ranking: Ranking | None = None,
         if prefix:
             typing = term
         real = known is not None and known(word)
-        fix = (correct(word, prefix, term.df, reads, vocab, r, known, words)
+        fix = (correct(word, prefix, term.df, reads, vocab, r, known, words, q.words)
                if len(found) == 1 and not real and not has_cjk(word) else None)
         if term.df or fix is None:
             out.append(term)
@@ -139,29 +140,37 @@ def _undoubles(word: str, variant: str) -> bool:
 
 def correct(word: str, prefix: bool, df: int, reads: Reads, vocab, r: Ranking,
             known: Callable[[str], bool] | None = None,
-            words: Callable[[], Lexicon | None] | None = None
-            ) -> tuple[str, str, int, bool] | None:
+            words: Callable[[], Lexicon | None] | None = None,
+            context: tuple[str, ...] = ()) -> tuple[str, str, int, bool] | None:
     """(the word meant, its index term, chunks holding it, whether the evidence is strong:
     ``QueryTerm.strong``) for a typo, or None: for a word no passage holds, or (not while
     typed) only ``typo_rare_df`` do while the close word is ``typo_common_ratio`` times
     as common. Never for a real word (``typo_real_zipf`` in ``words``); for a rarer word
-    the lists hold, only to a word ``typo_zipf_gap`` more common in the language that
-    uses the typed word most. A variant that is a real word (``known`` or ``words``)
-    wins over one that only stems to an indexed term ("figness": "fitness", not
-    "fixness"); then the commonest. Kept per vocabulary (typing asks again)."""
-    if (not r.typos or words is None or len(word) < r.typo_min_letters
+    the lists hold, only to a word ``typo_zipf_gap`` more common in the language the
+    query (``context``: its words) reads most like; for a word of
+    ``typo_short_letters``, only to a real word, when no passage holds it. A variant
+    that is a word (``known`` or ``words``) wins over one that only stems to an indexed
+    term ("figness": "fitness", not "fixness"); then the commonest in the notes, then
+    in the language. Kept per vocabulary (typing asks again)."""
+    short = len(word) < r.typo_min_letters
+    if (not r.typos or words is None or len(word) < r.typo_short_letters
             or not word.isascii() or not word.isalpha()
-            or df > (0 if prefix else r.typo_rare_df)):
+            or df > (0 if prefix or short else r.typo_rare_df)):
         return None
     lexicon = words()
     if lexicon is None:
         return None
+    typed = lexicon.zipf_by_language(word)
+    if max(typed) >= r.typo_real_zipf:
+        return None  # a word of the language, whether or not the notes use it
+    # A word the lists hold: judged in the query's language (see ``_correct``).
+    lang = lexicon.language(w for w in context if w.isascii()) if max(typed) > 0 else None
     memo = vocab.corrections
-    key = (word, prefix, df, r.typo_long_word, r.typo_common_ratio, r.typo_real_zipf,
-           r.typo_zipf_gap, known is not None, lexicon)
+    key = (word, prefix, df, lang, r.typo_long_word, r.typo_common_ratio, r.typo_real_zipf,
+           r.typo_zipf_gap, r.typo_min_letters, known is not None, lexicon)
     if key in memo:
         return memo[key]
-    fix = _correct(word, prefix, df, reads, vocab, r, known, lexicon)
+    fix = _correct(word, prefix, df, reads, vocab, r, known, lexicon, lang)
     if len(memo) > 2048:
         memo.clear()
     memo[key] = fix
@@ -169,17 +178,21 @@ def correct(word: str, prefix: bool, df: int, reads: Reads, vocab, r: Ranking,
 
 
 def _correct(word: str, prefix: bool, df: int, reads: Reads, vocab, r: Ranking,
-             known: Callable[[str], bool] | None, words: Lexicon
+             known: Callable[[str], bool] | None, words: Lexicon, lang: int | None
              ) -> tuple[str, str, int, bool] | None:
-    typed = words.zipf_by_language(word)
-    if max(typed) >= r.typo_real_zipf:
-        return None  # a word of the language, whether or not the notes use it
-    # A word the lists hold: its language must prefer the correction by far.
-    lang = typed.index(max(typed)) if max(typed) > 0 else None
+    """``correct`` once it is known to be worth looking: ``lang`` is the query's language
+    when the lists hold the word typed (then the language must prefer the correction by
+    ``typo_zipf_gap``), else None (then only the index speaks)."""
+    own_zipf = words.zipf_by_language(word)[lang] if lang is not None else 0.0
+    short = len(word) < r.typo_min_letters
 
     def preferred(variant: str) -> bool:
-        return (lang is None
-                or words.zipf_by_language(variant)[lang] >= typed[lang] + r.typo_zipf_gap)
+        zipfs = words.zipf_by_language(variant)
+        if short and (len(variant) < len(word) or max(zipfs) < r.typo_real_zipf):
+            # Four letters: many abbreviations are one edit from a term, most often a
+            # shorter one ("sbds" is not "sds", "dlns" not "dns").
+            return False
+        return lang is None or zipfs[lang] >= own_zipf + r.typo_zipf_gap
 
     need = max(1.0, df * r.typo_common_ratio) if df else 1.0
     variants = edits1(word)
@@ -200,14 +213,15 @@ def _correct(word: str, prefix: bool, df: int, reads: Reads, vocab, r: Ranking,
         if prefix and len(variant) < len(word) and not _undoubles(word, variant):
             continue
         shorter = prefix and len(stem) < len(own)
-        unreal = not prefix and not (words.zipf(variant) > 0
-                                     or (known is not None and known(variant)))
-        candidate = (shorter, unreal, -found, rank, variant, stem, found)
+        zipf = words.zipf(variant)
+        unreal = not prefix and not (zipf > 0 or (known is not None and known(variant)))
+        candidate = (shorter, unreal, -found, -zipf, rank, variant, stem, found)
         if best is None or candidate < best:
             best = candidate
     if best is not None:
-        # Strong: the language prefers it, or the word typed is no word, no passage's.
-        return (*best[4:], lang is not None or df == 0)
+        # Strong: the language prefers it, or the word typed is no word, no passage's;
+        # never for four letters (til: "keeb" is a keyboard, not "keep").
+        return (*best[5:], (lang is not None or df == 0) and not short)
     if not prefix and len(own) >= r.typo_long_word:
         # Two edits between stems: not both spent on length ("uncultur" is not "cultur").
         near = [(d, -vocab.df(t), t) for t, d in vocab.near(own, 2)
