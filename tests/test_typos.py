@@ -301,25 +301,27 @@ def test_a_four_letter_word_is_read_only_as_a_real_word_and_only_by_keywords(eng
 
 def test_without_word_lists_no_word_is_corrected(engine):
     q = parse("bananna bread ")
-    assert [t.correction for t in query_terms(q, engine.reads if hasattr(engine, "reads")
-                                             else engine.index.reads, Ranking(), None,
-                                             lambda: None)] == [None, None]
+    found = query_terms(q, engine.index.reads, Ranking(), None, lambda: None)
+    assert [t.correction for t in found] == [None, None]
     found = query_terms(q, engine.index.reads, Ranking(), None, lexicon.shared)
     assert [t.correction for t in found] == ["banana", None]
 
 
-def test_the_daemon_reads_the_word_lists_while_warming_up_not_the_keystroke_client():
+def test_a_query_reads_most_like_the_language_its_words_are_commonest_in():
+    words = lexicon.shared()
+    assert words is not None
+    for query, lang in (("erly seeed release", "en"), ("dunkles brot selbst machen", "de"),
+                        ("pan casero sin levadura", "es")):
+        assert lexicon.LANGUAGES[words.language(query.split(" "))] == lang
+    assert words.language(["postgress", "xqzv"]) is None
+
+
+def test_the_daemon_reads_the_word_lists_while_warming_up():
     from helpers import REPO
 
     source = (REPO / "daemon/notewell/serve/background.py").read_text()
     warm = source[source.index("def run(self)"):source.index("def start_engine")]
-    assert "lexicon.shared()" in warm
-    # The lists are read as data: no module imports wordfreq, and only the daemon's
-    # search layer reads them.
-    package = REPO / "daemon" / "notewell"
-    importers = [p for p in package.rglob("*.py")
-                 if re.search(r"^\s*(import|from)\s+wordfreq", p.read_text(), re.M)]
-    assert importers == []
+    assert "lexicon.shared()" in warm  # the keystroke client: tests/test_architecture.py
 
 
 # -- the seeded typo sets ----------------------------------------------------------------------

@@ -179,10 +179,12 @@ def format_comparison(found: dict) -> str:
         ratio = found["typos"][m]["all"]["recall@5"] / clean if clean else 0.0
         lines.append(f"  {m:<10}" + "".join(f"{c['recall@5']:>8.3f} /{c['ndcg@10']:.3f}"
                                              for c in cells) + f"{ratio:>18.3f}")
-    worse = found["worse"]
-    lines.append(f"ranked worse with correction on than off: {len(worse) or 'none'}")
+    worse = [w for w in found["worse"] if w["set"] == "clean"]
+    typos = len(found["worse"]) - len(worse)
+    lines.append(f"clean queries ranked worse with correction on than off: {len(worse) or 'none'}"
+                 f" (with typos: {typos}; --json lists them)")
     for w in worse:
-        lines.append(f"  {w['set']} {w['method']} {w['id']} {w['query']!r}: nDCG@10 "
+        lines.append(f"  {w['method']} {w['id']} {w['query']!r}: nDCG@10 "
                      f"{w['ndcg@10'][1]:.3f} -> {w['ndcg@10'][0]:.3f}, Recall@5 "
                      f"{w['recall@5'][1]:.2f} -> {w['recall@5'][0]:.2f}; the model reads "
                      f"{w['model_reads']!r}")
