@@ -131,6 +131,22 @@ def test_the_keystroke_package_imports_nothing_else_of_notewell():
         assert {part_of(d) for d in deps} <= {"wire"}, module
 
 
+def test_wordfreq_is_read_as_data_by_the_search_layer_only():
+    """Typo correction's word lists (``search.lexicon``) are read from wordfreq's package
+    data: no module imports wordfreq (its import alone costs 12.5 MB), and only ``search``
+    and the daemon's warm-up reach ``search.lexicon``, never the keystroke client."""
+    importers, users = [], set()
+    for path in PACKAGE.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        if re.search(r"^\s*(import|from)\s+wordfreq\b", text, re.M):
+            importers.append(module_name(path))
+        if "notewell.search.lexicon" in imports(path):
+            users.add(module_name(path))
+    assert importers == []
+    assert users == {"notewell.search.terms", "notewell.search.searcher",
+                     "notewell.serve.background"}, users
+
+
 def test_sql_lives_in_the_index_package():
     """Bear's source reads Bear's own database: that SQL is the source's, not the index's."""
     sql = re.compile(r"\.execute\(|[\"']\s*(?:SELECT|INSERT|UPDATE|DELETE|CREATE|PRAGMA)\b")

@@ -137,3 +137,30 @@ def test_the_full_pipeline_meets_the_targets_on_real_notes(name, ranked):
     ours = ranked[name]["notewell"]
     assert ours["all"]["recall@5"] >= 0.92
     assert ours["paraphrase"]["recall@5"] >= 0.85
+
+
+@pytest.fixture(scope="module")
+def typo_runs(real_embedder):
+    """Both collections clean and with seeded typos, correction on and off
+    (``notewell eval --typos``)."""
+    from notewell.evaluation import typos
+
+    home = os.environ.get("NOTEWELL_EVAL_HOME")
+    with pytest.MonkeyPatch.context() as mp:
+        if home:
+            mp.setenv("NOTEWELL_HOME", home)
+        return {name: evaluate.run_folder_golden(
+            str(GOLDEN / f"{name}.jsonl"), str(SETS[name]), real_embedder,
+            ("notewell", "dense", "bm25"), judge=typos.compare) for name in SETS}
+
+
+@pytest.mark.real_corpus
+@present
+@pytest.mark.parametrize("name", SETS)
+def test_typos_keep_nine_tenths_of_recall_and_no_clean_query_loses(name, typo_runs):
+    """Issue 30: typo Recall@5 of the full pipeline >= 0.9 of clean, and no query without
+    typos ranks worse with correction on (bench/README.md, "Typos")."""
+    found = typo_runs[name]
+    typed = found["typos"]["notewell"]["all"]["recall@5"]
+    assert typed >= 0.9 * found["clean_english"]["notewell"]["all"]["recall@5"]
+    assert [w for w in found["worse"] if w["set"] == "clean"] == []

@@ -254,26 +254,36 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not args.self_eval and (args.models, args.queries, args.kinds) != (None, None, None):
         print("notewell: --models, --queries and --kinds go with --self", file=sys.stderr)
         return 2
+    if args.self_eval and args.typos:
+        print("notewell: --typos goes with the demo set, --golden FILE or --beir DIR, not "
+              "--self", file=sys.stderr)
+        return 2
     progress = not args.json
     ranking = Ranking(typos=False) if args.no_typos else None
     if args.self_eval:
         return _eval_self(args, methods, ranking)
+    judge = None
+    if args.typos:
+        from notewell.evaluation import typos
+
+        judge = typos.compare
     start = time.monotonic()
     try:
         if args.beir:
             what = f"{args.beir} ({args.split} split)"
             results = evaluate.run_beir(args.beir, args.split, args.embedder(), methods,
-                                        ranking, progress)
+                                        ranking, progress, judge)
         elif args.golden and args.notes:
             what = f"{args.golden} over {args.notes}"
             results = evaluate.run_folder_golden(args.golden, args.notes, args.embedder(),
-                                                 methods, ranking, progress=progress)
+                                                 methods, ranking, progress=progress,
+                                                 judge=judge)
         elif args.golden:
             what = f"{args.golden} over the configured index"
             engine = one_shot_engine(args)
             try:
                 results = evaluate.run_golden(args.golden, engine.index, engine.embedder,
-                                              methods, ranking)
+                                              methods, ranking, judge)
             finally:
                 engine.close()
         else:
@@ -282,15 +292,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
             results = evaluate.run_folder_golden(demo_golden_path(), demo_notes_dir(),
                                                  args.embedder(), methods, ranking,
-                                                 name="demo", progress=progress)
+                                                 name="demo", progress=progress, judge=judge)
     except evaluate.EvalError as e:
         print(f"notewell: {e}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(evaluate.to_json(results), indent=2))
+        print(json.dumps(typos.to_json(results) if args.typos else evaluate.to_json(results),
+                         indent=2))
         return 0
     print(f"{what}: {time.monotonic() - start:.1f}s")
-    print(evaluate.format_table(results))
+    print(typos.format_comparison(results) if args.typos else evaluate.format_table(results))
     return 0
 
 

@@ -153,8 +153,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print {method: {group: {metric: "
                    "value}}} as JSON (--self: {queries, notes, types, models: {name: "
                    "{model, methods}}})")
-    s.add_argument("--no-typos", action="store_true", help="without typo correction "
+    t = s.add_mutually_exclusive_group()
+    t.add_argument("--no-typos", action="store_true", help="without typo correction "
                    "(Ranking(typos=False)): what it changes for queries without typos")
+    t.add_argument("--typos", action="store_true", help="score the set clean and with "
+                   "seeded typos (English queries: one or two each, on words of four letters "
+                   "or more, the same on every machine), typo correction on and off, and "
+                   "list the queries ranked worse with it on")
 
     s = sub.add_parser("status", help="what is indexed, per source, and the daemon's state",
                        description="Counts, model, index version and per-source sync state.")

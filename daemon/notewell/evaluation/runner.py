@@ -31,6 +31,9 @@ from notewell.search.searcher import Searcher
 METHODS = ("notewell", "dense", "bm25", "keyword")
 MODES = {"notewell": "hybrid", "dense": "dense", "bm25": "bm25"}
 Identify = Callable[[str], Iterable[str]]
+# How a set is scored once its index is ready: (index, embedder, queries, methods, read,
+# identify, ranking) -> a JSON-able report (``rank_all``; ``typos.compare``).
+Judge = Callable[..., dict]
 
 
 # -- rankers -----------------------------------------------------------------------------------
@@ -65,16 +68,24 @@ def evaluate(searcher: Searcher, queries: Sequence[EvalQuery],
     """``{method: {"all" | type: {metric: mean}}}``. ``identify`` maps a ranked note id to
     the keys a qrels file may use for it (a note id, a path); ``read`` turns a query text
     into a ``Query`` (``parse`` for typed queries, ``literal`` for benchmark claims)."""
-    results = {}
+    return {method: aggregate(per_query, queries) for method, per_query in
+            rank_queries(searcher, queries, methods, read, identify).items()}
+
+
+def rank_queries(searcher: Searcher, queries: Sequence[EvalQuery], methods: Sequence[str],
+                 read: Callable[[str], Query], identify: Identify
+                 ) -> dict[str, dict[str, dict[str, float]]]:
+    """``{method: {query id: {metric: value}}}``: each query's own scores."""
     parsed = {q.id: read(q.text) for q in queries}
+    out = {}
     for method in methods:
         per_query = {}
         for q in queries:
             ranked = [key_for(identify(n), q.relevant) for n in rank(searcher, method,
                                                                      parsed[q.id])]
             per_query[q.id] = query_metrics(ranked, q.relevant)
-        results[method] = aggregate(per_query, queries)
-    return results
+        out[method] = per_query
+    return out
 
 
 def key_for(keys: Iterable[str], relevant: dict[str, int]) -> str:
@@ -106,33 +117,35 @@ def beir_ids(note_id: str) -> tuple[str]:
 
 
 def run_golden(golden: str, index: Index, embedder: Embedder,
-               methods: Sequence[str] = METHODS, ranking: Ranking | None = None
-               ) -> dict[str, dict[str, dict[str, float]]]:
+               methods: Sequence[str] = METHODS, ranking: Ranking | None = None,
+               judge: Judge | None = None) -> dict:
+    """A golden set over ``index``; ``judge``: how to score it (default ``rank_all``)."""
     queries = load_golden(golden)
-    searcher = Searcher(index, embedder, ranking, cache_size=4 * len(queries))
-    return evaluate(searcher, queries, methods, parse, path_keys(index))
+    return (judge or rank_all)(index, embedder, queries, methods, parse, path_keys(index),
+                               ranking)
 
 
 def run_folder_golden(golden: str, notes_dir: str, embedder: Embedder,
                       methods: Sequence[str] = METHODS, ranking: Ranking | None = None,
-                      name: str = "notes", progress: bool = False
-                      ) -> dict[str, dict[str, dict[str, float]]]:
+                      name: str = "notes", progress: bool = False,
+                      judge: Judge | None = None) -> dict:
     """A golden set over a Markdown folder, indexed into a reused throw-away index."""
     index = folder_index(notes_dir, embedder, name, progress)
     try:
-        return run_golden(golden, index, embedder, methods, ranking)
+        return run_golden(golden, index, embedder, methods, ranking, judge)
     finally:
         index.close()
 
 
 def run_beir(directory: str, split: str, embedder: Embedder,
              methods: Sequence[str] = METHODS, ranking: Ranking | None = None,
-             progress: bool = False) -> dict[str, dict[str, dict[str, float]]]:
+             progress: bool = False, judge: Judge | None = None) -> dict:
     """Rank the whole corpus for every query of ``split``; qrels name documents by id."""
     queries = load_beir_queries(directory, split)
     index = beir_index(directory, embedder, progress=progress)
     try:
-        return evaluate_beir(index, queries, embedder, methods, ranking)
+        return (judge or rank_all)(index, embedder, queries, methods, literal, beir_ids,
+                                   ranking)
     finally:
         index.close()
 
@@ -141,8 +154,15 @@ def evaluate_beir(index: Index, queries: Sequence[EvalQuery], embedder: Embedder
                   methods: Sequence[str] = METHODS, ranking: Ranking | None = None
                   ) -> dict[str, dict[str, dict[str, float]]]:
     """A BEIR dataset's ``queries`` over ``index``, its corpus (``corpora.beir_index``)."""
-    searcher = Searcher(index, embedder, ranking, cache_size=2 * len(queries))
-    return evaluate(searcher, queries, methods, literal, beir_ids)
+    return rank_all(index, embedder, queries, methods, literal, beir_ids, ranking)
+
+
+def rank_all(index: Index, embedder: Embedder, queries: Sequence[EvalQuery],
+             methods: Sequence[str], read: Callable[[str], Query], identify: Identify,
+             ranking: Ranking | None = None) -> dict[str, dict[str, dict[str, float]]]:
+    """The default ``Judge``: every method over ``queries``, as ``evaluate`` reports."""
+    searcher = Searcher(index, embedder, ranking, cache_size=4 * len(queries))
+    return evaluate(searcher, queries, methods, read, identify)
 
 
 # -- output ------------------------------------------------------------------------------------

@@ -53,14 +53,24 @@ class Ranking:
     # Typos (``search.terms.correct``): a word of at least ``typo_min_letters`` letters
     # that no passage holds is read as the commonest indexed word one edit away (two when
     # its stem has ``typo_long_word`` letters; the word being typed: one, as a prefix).
-    # Shorter words were mostly abbreviations on SciFact ("sbds" is not "sds"). A word held by
-    # at most ``typo_rare_df`` passages also gets a close word held by ``typo_common_ratio``
-    # times as many, beside itself.
+    # Shorter words were mostly abbreviations on SciFact ("sbds" is not "sds"): one of
+    # ``typo_short_letters`` is read only as a real word no shorter ("ntoe": "note"),
+    # and only by keywords. A word held by at most ``typo_rare_df`` passages also gets a
+    # close word held by ``typo_common_ratio`` times as many, beside itself.
     typos: bool = True
     typo_min_letters: int = 5
+    typo_short_letters: int = 4
     typo_long_word: int = 9
     typo_rare_df: int = 3
     typo_common_ratio: float = 30.0
+    # A word English, German or Spanish use at least ``typo_real_zipf`` on the Zipf scale
+    # (``search.lexicon``; 3.0: once per million words) is a word, never a typo: "shred"
+    # (3.32) is not "shared". A rarer word the lists hold is corrected only to one
+    # ``typo_zipf_gap`` more common in the query's language (1.5: 30 times): common
+    # misspellings ("recieve" 2.75, "vaccum" 1.82) are read as meant, rare words ("laggy"
+    # 2.21, whose indexed neighbour "maggy" is 2.08) as typed.
+    typo_real_zipf: float = 3.0
+    typo_zipf_gap: float = 1.5
     # What a correction weighs in coverage (``fusion.coverage``) against a word as typed:
     # a guess found in a passage is no evidence that the passage is what the query asks
     # for (SciFact: "tocopheryl" read as "tocopherol" found the wrong abstracts). It still

@@ -31,7 +31,7 @@ from notewell.index.lru import SharedLRU
 from notewell.index.reads import RowBudget
 from notewell.model.embedding import Embedder, embed_queries
 from notewell.notes import Hit, id_forms
-from notewell.search import filters, fusion, terms
+from notewell.search import filters, fusion, lexicon, terms
 from notewell.search.presentation import (
     Shown,
     Signatures,
@@ -57,7 +57,7 @@ class SearchResult:
 
 class Searcher:
     def __init__(self, index: Index, embedder: Embedder, ranking: Ranking | None = None,
-                 cache_size: int = 256) -> None:
+                 cache_size: int = 256, words: lexicon.Lexicon | None = None) -> None:
         self.index = index
         self.reads = index.reads
         self.embedder = embedder
@@ -69,6 +69,9 @@ class Searcher:
         self._nearest: SharedLRU[tuple, list[tuple[int, float]]] = SharedLRU(64)
         self._signatures = Signatures(self.reads)
         self._local = threading.local()
+        # How common words are, for typos: the process's (``lexicon.shared``, read when a
+        # query first holds a word that may be a typo) unless given.
+        self.words = words
 
     # -- public ---------------------------------------------------------------------------
 
@@ -221,8 +224,10 @@ class Searcher:
         local = self._thread_caches()
         if local.terms_for is not None and local.terms_for[0] == q:
             return local.terms_for[1]
+        words = self.words
         found = terms.query_terms(q, self.reads, self.ranking,
-                                  getattr(self.embedder, "knows", None))
+                                  getattr(self.embedder, "knows", None),
+                                  lexicon.shared if words is None else lambda: words)
         local.terms_for = (q, found)
         return found
 

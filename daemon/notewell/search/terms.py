@@ -6,12 +6,19 @@ as the commonest indexed word one edit away (a letter dropped, doubled, swapped 
 neighbour or replaced), two from ``Ranking.typo_long_word`` letters; the word being typed
 is corrected as a prefix, one edit. One edit is found by stemming every variant of the
 word with FTS5's own tokenizer in one call (so "postgress" finds "postgres", indexed as
-``postgr``), two by ``index.terms.NearTerms`` over the indexed terms. The model reads the
-corrected words too (``dense_text``); in coverage a correction weighs
-``Ranking.typo_coverage`` of a typed word (``QueryTerm.weight``).
+``postgr``), two by ``index.terms.NearTerms`` over the indexed terms. In coverage a
+correction weighs ``Ranking.typo_coverage`` of a typed word (``QueryTerm.weight``).
 
-May import ``search.query``, ``search.ranking``, ``index.cjk`` and the read interface
-(``index.reads.Reads``); no SQL.
+A real word is never a typo: one that English, German or Spanish use at least
+``Ranking.typo_real_zipf`` (``search.lexicon``: "shred" is not "shared"). A rarer word
+the lists hold (a rare word, or a common misspelling: "recieve") is corrected only to a
+word ``Ranking.typo_zipf_gap`` more common in the query's language ("receive", not
+"laggy" -> "maggy"); a word of four letters only to a real word no shorter. Keywords look every
+correction up; the model reads one instead of the word typed only when the evidence is
+strong (``QueryTerm.strong``, ``dense_text``).
+
+May import ``search.query``, ``search.ranking``, ``search.lexicon``, ``index.cjk`` and the
+read interface (``index.reads.Reads``); no SQL.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from dataclasses import dataclass
 
 from notewell.index.cjk import has_cjk
 from notewell.index.reads import Reads
+from notewell.search.lexicon import Lexicon
 from notewell.search.query import Query, fts_terms
 from notewell.search.ranking import Ranking
 
@@ -45,14 +53,22 @@ class QueryTerm:
     # correction is a guess, so a chunk that holds it is trusted less than one that holds
     # a word as typed (``Ranking.typo_coverage``).
     weight: float = 1.0
+    # The model reads the correction (instead of the word typed, or beside it when
+    # passages hold that too): the language prefers it ``typo_zipf_gap`` over the word
+    # typed, or the word typed is no word and no passage's, one edit from it, and has
+    # more than four letters. Otherwise only keywords look it up.
+    strong: bool = True
 
 
 def query_terms(q: Query, reads: Reads, ranking: Ranking | None = None,
-                known: Callable[[str], bool] | None = None) -> list[QueryTerm]:
+                known: Callable[[str], bool] | None = None,
+                words: Callable[[], Lexicon | None] | None = None) -> list[QueryTerm]:
     """The query's distinct words as FTS5 indexed them, with how rare each is; a typo is
     read as the word meant (instead of itself when no passage holds it, beside itself
     when a handful do). ``known``: whether a word is a real word (the model's vocabulary,
-    ``Embedder.knows``); a real word the notes do not use is not a typo."""
+    ``Embedder.knows``); a real word the notes do not use is not a typo. ``words``: how
+    common words are (``search.lexicon``, asked for once a word may be a typo); without
+    it no word is corrected."""
     r = ranking or Ranking()
     vocab = reads.vocabulary()
     out = []
@@ -74,15 +90,15 @@ def query_terms(q: Query, reads: Reads, ranking: Ranking | None = None,
         if prefix:
             typing = term
         real = known is not None and known(word)
-        fix = (correct(word, prefix, term.df, reads, vocab, r, known)
+        fix = (correct(word, prefix, term.df, reads, vocab, r, known, words, q.words)
                if len(found) == 1 and not real and not has_cjk(word) else None)
         if term.df or fix is None:
             out.append(term)
         if fix is not None:
-            surface, token, df = fix
+            surface, token, df, strong = fix
             out.append(QueryTerm(word, f'"{surface}"*' if prefix else f'"{surface}"',
                                  (token,), prefix, df, vocab.idf(df), surface,
-                                 r.typo_coverage))
+                                 r.typo_coverage, strong))
     return _typed_in_context(out, typing, reads)
 
 
@@ -123,19 +139,61 @@ def _undoubles(word: str, variant: str) -> bool:
 
 
 def correct(word: str, prefix: bool, df: int, reads: Reads, vocab, r: Ranking,
-            known: Callable[[str], bool] | None = None) -> tuple[str, str, int] | None:
-    """(the word meant, its index term, chunks holding it) for a typo, or None: for a word
-    no passage holds, or (not while typed) only ``typo_rare_df`` do while the close word
-    is ``typo_common_ratio`` times as common. A variant that is a real word (``known``)
-    wins over one that only stems to an indexed term ("figness": "fitness", not
-    "fixness"); then the commonest. Kept per vocabulary (typing asks again)."""
-    if (not r.typos or len(word) < r.typo_min_letters or not word.isascii()
-            or not word.isalpha() or df > (0 if prefix else r.typo_rare_df)):
+            known: Callable[[str], bool] | None = None,
+            words: Callable[[], Lexicon | None] | None = None,
+            context: tuple[str, ...] = ()) -> tuple[str, str, int, bool] | None:
+    """(the word meant, its index term, chunks holding it, whether the evidence is strong:
+    ``QueryTerm.strong``) for a typo, or None: for a word no passage holds, or (not while
+    typed) only ``typo_rare_df`` do while the close word is ``typo_common_ratio`` times
+    as common. Never for a real word (``typo_real_zipf`` in ``words``); for a rarer word
+    the lists hold, only to a word ``typo_zipf_gap`` more common in the language the
+    query (``context``: its words) reads most like; for a word of
+    ``typo_short_letters``, only to a real word, when no passage holds it. A variant
+    that is a word (``known`` or ``words``) wins over one that only stems to an indexed
+    term ("figness": "fitness", not "fixness"); then the commonest in the notes, then
+    in the language. Kept per vocabulary (typing asks again)."""
+    short = len(word) < r.typo_min_letters
+    if (not r.typos or words is None or len(word) < r.typo_short_letters
+            or not word.isascii() or not word.isalpha()
+            or df > (0 if prefix or short else r.typo_rare_df)):
         return None
+    lexicon = words()
+    if lexicon is None:
+        return None
+    typed = lexicon.zipf_by_language(word)
+    if max(typed) >= r.typo_real_zipf:
+        return None  # a word of the language, whether or not the notes use it
+    # A word the lists hold: judged in the query's language (see ``_correct``).
+    lang = lexicon.language(w for w in context if w.isascii()) if max(typed) > 0 else None
     memo = vocab.corrections
-    key = (word, prefix, df, r.typo_long_word, r.typo_common_ratio, known is not None)
+    key = (word, prefix, df, lang, r.typo_long_word, r.typo_common_ratio, r.typo_real_zipf,
+           r.typo_zipf_gap, r.typo_min_letters, known is not None, lexicon)
     if key in memo:
         return memo[key]
+    fix = _correct(word, prefix, df, reads, vocab, r, known, lexicon, lang)
+    if len(memo) > 2048:
+        memo.clear()
+    memo[key] = fix
+    return fix
+
+
+def _correct(word: str, prefix: bool, df: int, reads: Reads, vocab, r: Ranking,
+             known: Callable[[str], bool] | None, words: Lexicon, lang: int | None
+             ) -> tuple[str, str, int, bool] | None:
+    """``correct`` once it is known to be worth looking: ``lang`` is the query's language
+    when the lists hold the word typed (then the language must prefer the correction by
+    ``typo_zipf_gap``), else None (then only the index speaks)."""
+    own_zipf = words.zipf_by_language(word)[lang] if lang is not None else 0.0
+    short = len(word) < r.typo_min_letters
+
+    def preferred(variant: str) -> bool:
+        zipfs = words.zipf_by_language(variant)
+        if short and (len(variant) < len(word) or max(zipfs) < r.typo_real_zipf):
+            # Four letters: many abbreviations are one edit from a term, most often a
+            # shorter one ("sbds" is not "sds", "dlns" not "dns").
+            return False
+        return lang is None or zipfs[lang] >= own_zipf + r.typo_zipf_gap
+
     need = max(1.0, df * r.typo_common_ratio) if df else 1.0
     variants = edits1(word)
     stems = reads.query_tokens(" ".join(variants), False)
@@ -148,37 +206,38 @@ def correct(word: str, prefix: bool, df: int, reads: Reads, vocab, r: Ranking,
         if not stem or stem == own or not held(stem):  # most variants: one cheap test
             continue
         found = vocab.prefix_df(stem) if prefix else vocab.df(stem)
-        if found < need:
+        if found < need or not preferred(variant):
             continue
         # While typing, a shorter prefix is a vaguer one ("login" -> "logi*"): only a
         # doubled letter is dropped ("vaccu" -> "vacu"), and a stemmed "s" comes last.
         if prefix and len(variant) < len(word) and not _undoubles(word, variant):
             continue
         shorter = prefix and len(stem) < len(own)
-        unreal = not prefix and known is not None and not known(variant)
-        candidate = (shorter, unreal, -found, rank, variant, stem, found)
+        zipf = words.zipf(variant)
+        unreal = not prefix and not (zipf > 0 or (known is not None and known(variant)))
+        candidate = (shorter, unreal, -found, -zipf, rank, variant, stem, found)
         if best is None or candidate < best:
             best = candidate
-    fix = best[4:] if best else None
-    if fix is None and not prefix and len(own) >= r.typo_long_word:
+    if best is not None:
+        # Strong: the language prefers it, or the word typed is no word, no passage's;
+        # never for four letters (til: "keeb" is a keyboard, not "keep").
+        return (*best[5:], (lang is not None or df == 0) and not short)
+    if not prefix and len(own) >= r.typo_long_word:
         # Two edits between stems: not both spent on length ("uncultur" is not "cultur").
         near = [(d, -vocab.df(t), t) for t, d in vocab.near(own, 2)
                 if abs(len(t) - len(own)) <= 1]
-        near = [n for n in near if -n[1] >= need]
+        near = [n for n in near if -n[1] >= need and preferred(n[2])]
         for _, neg_df, term in sorted(near):
             if reads.query_tokens(term, False) == [term]:  # FTS5 reads it back as itself
-                fix = (term, term, -neg_df)
-                break
-    if len(memo) > 2048:
-        memo.clear()
-    memo[key] = fix
-    return fix
+                # Two edits are a guess unless the language says so.
+                return (term, term, -neg_df, lang is not None)
+    return None
 
 
 def corrected_text(text: str, found: list[QueryTerm]) -> str:
-    """``text`` with its typos read as the words meant: instead of a word no passage holds,
-    beside one a handful do."""
-    fixes = {t.word: t.correction for t in found if t.correction}
+    """``text`` with its typos read as the words meant, where the evidence is strong
+    (``QueryTerm.strong``): instead of a word no passage holds, beside one a handful do."""
+    fixes = {t.word: t.correction for t in found if t.correction and t.strong}
     if not fixes:
         return text
     kept = {t.word for t in found if not t.correction}
@@ -195,7 +254,8 @@ def corrected_text(text: str, found: list[QueryTerm]) -> str:
 
 def dense_text(q: Query, lexical: list[int], reads: Reads, ranking: Ranking,
                found: list[QueryTerm] | None = None) -> str:
-    """What the model reads for a query: its typos corrected (``found``: its terms). A
+    """What the model reads for a query: its typos corrected where the evidence is strong
+    (``found``: its terms). A
     word still being typed is completed from the keyword hits ``lexical`` (chunk ids, best
     first: "delete remote bra" -> "delete remote branch"): the model would read "bra" as a
     word of its own. Without a completion, a fragment shorter than
@@ -205,7 +265,7 @@ def dense_text(q: Query, lexical: list[int], reads: Reads, ranking: Ranking,
         return text
     fragment = q.words[-1]
     for t in found or []:
-        if t.prefix and t.correction and t.word == fragment:
+        if t.prefix and t.correction and t.strong and t.word == fragment:
             fragment = t.correction
     cut = _LAST_WORD.search(text)
     head = text[: cut.start()] if cut else text

@@ -14,8 +14,8 @@ Threads: this one writes everything here; handler threads read ``state``, ``prob
 ``last_reports`` (each replaced whole, never changed in place) and ``lag()`` and
 ``errors`` (the per-source dicts, read and written under ``_lock``).
 
-May import ``engine`` and what is below it (``index``, ``ingest``, ``memory``); nothing
-else of ``serve``.
+May import ``engine`` and what is below it (``index``, ``ingest``, ``memory``,
+``search.lexicon``); nothing else of ``serve``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from notewell.ingest.sync import SyncReport
 from notewell.ingest.watch import ChangeWatcher
 from notewell.memory import release_memory
 from notewell.priority import lower_this_thread
+from notewell.search import lexicon
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,9 @@ class Background:
             return
         assert self.engine is not None
         lower_this_thread()  # after the engine: its onnxruntime threads answer keystrokes too
+        # The word lists typo correction asks (half a second): read now, not by a keystroke.
+        with contextlib.suppress(Exception):
+            lexicon.shared()
         # The in-memory vector copy loads in the background now, so the first keystroke
         # does not pay for it (index.Index.warm_vectors).
         with contextlib.suppress(Exception):
