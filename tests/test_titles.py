@@ -98,7 +98,7 @@ def test_the_titles_lead_over_the_best_passage_counts_at_half(tmp_path, quokka):
     searcher, model = engine.searcher, FakeEmbedder()
     vector = model.embed_batch(["quokka"])[0]
     row = engine.index.reads.note_row("notes:wild/quokka.md")
-    (chunk_id, _, passage_vec), = engine.index.reads.note_chunks([row])
+    (chunk_id, _, _), = engine.index.reads.note_chunks([row])
     passage = searcher.cosines(vector, [chunk_id])[chunk_id]
     title = float(model.embed_batch(["Quokka habitat"])[0] @ vector)
     assert title > passage

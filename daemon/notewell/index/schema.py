@@ -301,8 +301,9 @@ def consistency_problems(db: apsw.Connection) -> list[str]:
     when consistent). Slower than ``integrity_problems``: for tests and ``bench/load.py``.
 
     Every chunk belongs to a note and has exactly one FTS row and one stored vector; every
-    FTS row is a chunk's; a title vector belongs to a note and is stored; ``embeddings`` and ``vectors`` hold the same ids (a vector no
-    chunk uses is allowed: it is kept for reuse until pruned)."""
+    FTS row is a chunk's; a title vector belongs to a note and is stored; ``embeddings``
+    and ``vectors`` hold the same ids (a vector no chunk or title uses is allowed: it is
+    kept for reuse until pruned)."""
     one = db.execute
     problems: list[str] = []
 

@@ -44,7 +44,6 @@ from notewell.search.query import Query, parse
 from notewell.search.ranking import Ranking
 from notewell.search.terms import QueryTerm
 
-
 # The k-NN's passages (chunk id, cosine distance) and titles (note row, cosine distance).
 Nearest = tuple[list[tuple[int, float]], list[tuple[int, float]]]
 
