@@ -4,6 +4,7 @@ index cut before them (chunker version 1)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -60,10 +61,11 @@ def test_each_note_has_one_title_vector_that_is_no_passage_and_no_keyword_row(tm
     assert one("SELECT count(*) FROM chunks") == one("SELECT count(*) FROM chunks_fts") == 3
     assert engine.status()["chunks"] == 3
     assert engine.index.consistency_problems() == []
-    # The title vector is the title alone, stored under its hash like any passage's.
+    # The title vector reads the title, and the path that the keyword side searches with
+    # it, stored under their hash like any passage's.
     assert one("SELECT e.hash FROM titles t JOIN embeddings e ON e.id = t.embedding "
                "JOIN notes n ON n.id = t.note WHERE n.title = 'Quokka habitat'"
-               ) == Chunk.text_hash("Quokka habitat")
+               ) == Chunk.text_hash("Quokka habitat\nwild/quokka")
     # Pruning keeps the vectors titles use, even with nothing else to keep them.
     engine.index.prune_embeddings(keep_ratio=0.0)
     assert engine.index.consistency_problems() == []
@@ -100,7 +102,7 @@ def test_the_titles_lead_over_the_best_passage_counts_at_half(tmp_path, quokka):
     row = engine.index.reads.note_row("notes:wild/quokka.md")
     (chunk_id, _, _), = engine.index.reads.note_chunks([row])
     passage = searcher.cosines(vector, [chunk_id])[chunk_id]
-    title = float(model.embed_batch(["Quokka habitat"])[0] @ vector)
+    title = float(model.embed_batch(["Quokka habitat\nwild/quokka"])[0] @ vector)
     assert title > passage
     raised = searcher.with_titles(vector, {chunk_id: passage}, [])
     assert raised[chunk_id] == pytest.approx(passage + 0.5 * (title - passage), abs=1e-5)
@@ -168,7 +170,8 @@ def test_an_index_cut_before_title_vectors_is_re_chunked_embedding_only_the_titl
     reports = engine.sync(progress=lambda label, total: Bars(label, total))
     assert engine.index.path != first and store.current_path(d) == engine.index.path
     assert engine.index.meta()["chunker"] == ChunkSettings().fingerprint()
-    titles = {r[0] for r in engine.index.db.execute("SELECT title FROM notes")}
+    titles = {f"{title}\n{json.loads(aliases)[-1]}" for title, aliases in
+              engine.index.db.execute("SELECT title, aliases FROM notes")}
     # Nothing but the titles went to the model; every passage vector was reused.
     assert sorted(model.texts) == sorted(titles) and not set(model.texts) & before
     assert sum(r.embedded for r in reports) == len(titles)
@@ -189,7 +192,10 @@ def test_notewell_index_re_chunks_an_old_index_with_progress_and_no_question(
     assert cli.main(["index"], embedder=lambda: model) == 0
     out, err = capsys.readouterr()
     assert "indexing notes" in err and "4 embedded" in out
-    assert len(model.texts) == 4 and all("\n" not in t for t in model.texts)
+    assert sorted(model.texts) == ["Banana bread\nkitchen/banana-bread",
+                                   "Lisbon weekend\ntravel/lisbon",
+                                   "Postgres vacuum\ndb/postgres-vacuum",
+                                   "Undo the last commit\ngit/undo-commit"]
     engine = Engine(notes_config, embedder=FakeEmbedder(), index_dir=d)
     assert engine.index.other_chunker is None
     assert engine.index.db.execute("SELECT count(*) FROM titles").fetchone()[0] == 4

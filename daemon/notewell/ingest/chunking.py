@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 from notewell.index.cjk import CJK_CHARS
 from notewell.notes import Attachment, Chunk, Note
-from notewell.sources.markdown import iter_fenced
+from notewell.sources.markdown import iter_fenced, path_alias
 
 # A Chinese, Japanese or Korean character is a piece of its own: those scripts put no
 # spaces between words, and a model reads about one token per character or two.
@@ -155,11 +155,13 @@ def chunk_note(title: str, text: str, settings: ChunkSettings | None = None) -> 
 
 def title_text(note: Note, settings: ChunkSettings | None = None) -> str | None:
     """What the model reads for the note's title vector (None: no title, or a chunker
-    without title vectors). A vector only: never a passage shown, never a keyword row;
-    the title stays in the keyword index with every passage, as before."""
+    without title vectors): its title, and under it, for a note from a folder, its path
+    there, which the keyword side searches with the title too (``path_alias``: a TIL
+    note's topic folder, a Dendron page's dotted name). A vector only: never a passage
+    shown, never a keyword row."""
     if not (settings or ChunkSettings()).titles:
         return None
-    return note.title.strip() or None
+    return "\n".join(p for p in (note.title.strip(), path_alias(note) or "") if p) or None
 
 
 def note_chunks(note: Note, settings: ChunkSettings | None = None
