@@ -126,7 +126,10 @@ def test_move_and_rename_keep_embeddings_delete_disappears(tmp_path, folder):
     os.rename(folder / "home/tap.md", folder / "home/kitchen-tap.md")  # renamed, H1 title
     emb.texts.clear()
     report = syncer.sync(md(folder))
-    assert (report.added, report.deleted, report.embedded) == (2, 2, 0)
+    # Every passage vector is reused; the title vectors read the new paths.
+    assert (report.added, report.deleted, report.embedded) == (2, 2, 2)
+    assert sorted(t.split("\n")[1] for t in emb.texts) == ["archive/runbook",
+                                                             "home/kitchen-tap"]
     (folder / "travel/lisbon.md").unlink()
     report = syncer.sync(md(folder))
     assert report.deleted == 1
