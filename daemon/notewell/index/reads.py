@@ -4,9 +4,9 @@ the few ``notewell eval`` adds).
 ``Reads`` answers each from the in-memory copy when ``copies.Copies`` has a current one
 (k-NN, vectors by id, BM25, which chunks hold a word, the ids that map vectors to chunks
 to notes) and otherwise from SQLite (``sql``); what only the file holds (passages,
-filters, notes by id) always comes from SQLite. The answers are the same either way, up
-to the vector copy's quantization beyond ``CopySettings.exact_limit`` vectors; the caller
-never knows which side answered.
+filters, notes by id, which note a title vector names) always comes from SQLite. The
+answers are the same either way, up to the vector copy's quantization beyond
+``CopySettings.exact_limit`` vectors; the caller never knows which side answered.
 
 Filtered BM25 stays with SQLite, which scans only the allowed notes' chunks; filtered
 k-NN too, up to ``CopySettings.within_from`` allowed chunks (beyond, sqlite-vec's scan

@@ -1,10 +1,11 @@
 """Ranking: from a typed query to a list of notes, each once, with its best passage.
 
 Two retrievers, run at chunk level: BM25 over FTS5 (the OR of the query's words, the word
-still being typed as a prefix) and dense k-NN over the chunk vectors. Their candidates are
-scored together (``fusion``); each note then appears once, with its best chunk and the
-sentence that matches as snippet, and near-identical notes (the same import twice) show
-once (``presentation``). The unfinished last word is completed from the keyword hits
+still being typed as a prefix) and dense k-NN over the chunk vectors and the notes' title
+vectors (a note's best passage gains half its title's lead over it: ``with_titles``).
+Their candidates are scored together (``fusion``); each note then appears once, with its
+best chunk and the sentence that matches as snippet, and near-identical notes (the same
+import twice) show once (``presentation``). The unfinished last word is completed from the keyword hits
 before the model reads it (``terms``). Filters from the query (``#tag``, ``in:source``,
 dates) restrict both retrievers before ranking, so a filtered search is exact
 (``filters``); a filter that admits most passages (``since:1y``) is applied to the
