@@ -5,13 +5,13 @@ still being typed as a prefix) and dense k-NN over the chunk vectors and the not
 vectors (a note's best passage gains half its title's lead over it: ``with_titles``).
 Their candidates are scored together (``fusion``); each note then appears once, with its
 best chunk and the sentence that matches as snippet, and near-identical notes (the same
-import twice) show once (``presentation``). The unfinished last word is completed from
-the keyword hits before the model reads it (``terms``). Filters from the query (``#tag``, ``in:source``,
-dates) restrict both retrievers before ranking, so a filtered search is exact
-(``filters``); a filter that admits most passages (``since:1y``) is applied to the
+import twice) show once (``presentation``). The unfinished last word is completed from the
+keyword hits before the model reads it (``terms``). Filters from the query (``#tag``,
+``in:source``, dates) restrict both retrievers before ranking, so a filtered search is
+exact (``filters``); a filter that admits most passages (``since:1y``) is applied to the
 unfiltered retrievers' best, fetched deeper, which finds the same (``broad``). The
-defaults were tuned on SciFact's train split and the demo golden set
-(see README, "Search quality").
+defaults were tuned on SciFact's train split and the demo golden set (see README, "Search
+quality").
 
 ``Searcher`` orchestrates these and keeps what typing asks for again and again; every
 read goes through the index's read interface (``index.reads.Reads``), which decides
