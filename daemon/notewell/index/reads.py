@@ -182,6 +182,18 @@ class Reads:
         exact.sort(key=lambda x: (x[1], x[0]))
         return [(c, d) for c, d, _ in exact[:k]]
 
+    def exact_titles(self, vector: np.ndarray, titles: list[tuple[int, float]]
+                     ) -> list[tuple[int, float]]:
+        """``titles`` (note row, cosine distance from the vector copy) re-scored with their
+        float vectors when the copy is quantized, as ``nearest`` gives a filter's;
+        nearest first."""
+        cache = self.copies.vectors()
+        if cache is None or not cache.quantized or not titles:
+            return titles
+        vec = dict(self.titles_of([n for n, _ in titles]))
+        exact = self._float_distances(vector, [(n, d, vec.get(n, -1)) for n, d in titles])
+        return sorted(((n, d) for n, d, _ in exact), key=lambda x: (x[1], x[0]))
+
     def _float_distances(self, vector: np.ndarray, pairs: list[tuple[int, float, int]]
                          ) -> list[tuple[int, float, int]]:
         """``pairs`` (chunk id, cosine distance, vector id) with each distance computed

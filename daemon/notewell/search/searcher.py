@@ -151,11 +151,15 @@ class Searcher:
         if allowed is not None and share is not None:
             deep = self._deep(k, share)
             chunks, titles = self._nearest_of(text, None, deep)
-            kept = self._survivors(chunks, allowed, k, deep)
+            # Titles took some of the ``deep`` vectors: only fewer of both is all there was.
+            kept = self._survivors(chunks, allowed, k, deep, len(chunks) + len(titles))
             if kept is not None:  # distances as exact as the filtered k-NN's
-                return (self.reads.exact_nearest(self.embed_query(text), kept, k),
-                        [(n, d) for n, d in titles if n in allowed][:k])
-        return self._nearest_of(text, allowed, k)
+                vector = self.embed_query(text)
+                chunks = self.reads.exact_nearest(vector, kept, k)
+                titles = self.reads.exact_titles(vector, [t for t in titles if t[0] in allowed])
+                return chunks, _within_reach(titles, chunks, k)
+        chunks, titles = self._nearest_of(text, allowed, k)
+        return chunks, titles if allowed is None else _within_reach(titles, chunks, k)
 
     def _nearest_of(self, text: str, allowed: set[int] | None, k: int) -> Nearest:
         self._thread_caches()  # empties the kept ones if another process changed it
@@ -214,13 +218,15 @@ class Searcher:
         return math.ceil(k / share * self.ranking.post_filter_margin)
 
     def _survivors(self, found: list[tuple[int, float]], allowed: set[int], k: int,
-                   deep: int) -> list[tuple[int, float]] | None:
+                   deep: int, fetched: int | None = None) -> list[tuple[int, float]] | None:
         """Those of ``found`` (an unfiltered retriever's best ``deep``, best first) that
         belong to ``allowed`` notes: their best ``k`` are the filtered retriever's when
-        at least ``k`` survive, or when ``found`` is all there was. Else None."""
+        at least ``k`` survive, or when what was ``fetched`` (default: ``found``) is all
+        there was. Else None."""
         note = {c: n for c, n, _ in self.reads.owners([c for c, _ in found])}
         kept = [(c, s) for c, s in found if note.get(c) in allowed]
-        return kept if len(kept) >= k or len(found) < deep else None
+        fetched = len(found) if fetched is None else fetched
+        return kept if len(kept) >= k or fetched < deep else None
 
     def query_terms(self, q: Query) -> list[QueryTerm]:
         """The query's distinct words as FTS5 indexed them, with how rare each is (kept
@@ -386,3 +392,13 @@ class Searcher:
                 if len(hits) >= limit:
                     return hits
         return hits
+
+
+def _within_reach(titles: list[tuple[int, float]], chunks: list[tuple[int, float]], k: int
+                  ) -> list[tuple[int, float]]:
+    """A filter's title candidates, the same whichever path found them: nearer than its
+    ``k``-th passage (all of them when it has fewer), at most ``k``. Strictly nearer: at
+    a tie the paths may have cut different vectors."""
+    if len(chunks) >= k:
+        titles = [t for t in titles if t[1] < chunks[k - 1][1]]
+    return titles[:k]
