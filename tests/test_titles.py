@@ -104,10 +104,11 @@ def test_the_titles_lead_over_the_best_passage_counts_at_half(tmp_path, quokka):
     passage = searcher.cosines(vector, [chunk_id])[chunk_id]
     title = float(model.embed_batch(["Quokka habitat\nwild/quokka"])[0] @ vector)
     assert title > passage
-    raised = searcher.with_titles(vector, {chunk_id: passage}, [])
+    found = [(row, 1.0 - title)]  # as the k-NN gives it
+    raised = searcher.with_titles(vector, {chunk_id: passage}, found)
     assert raised[chunk_id] == pytest.approx(passage + 0.5 * (title - passage), abs=1e-5)
     # A title behind its note's best passage takes nothing away.
-    assert searcher.with_titles(vector, {chunk_id: 0.9}, []) == {chunk_id: 0.9}
+    assert searcher.with_titles(vector, {chunk_id: 0.9}, found) == {chunk_id: 0.9}
     engine.close()
 
 
@@ -199,4 +200,31 @@ def test_notewell_index_re_chunks_an_old_index_with_progress_and_no_question(
     engine = Engine(notes_config, embedder=FakeEmbedder(), index_dir=d)
     assert engine.index.other_chunker is None
     assert engine.index.db.execute("SELECT count(*) FROM titles").fetchone()[0] == 4
+    engine.close()
+
+
+def test_the_keyword_copy_follows_the_title_vectors_through_small_syncs(tmp_path, quokka):
+    from notewell.index import sql
+
+    folder = Path(quokka.sources[0].path)
+    engine = Engine(quokka, embedder=FakeEmbedder(), index_dir=str(tmp_path / "i"))
+    engine.sync()
+    index = engine.index
+    index.warm_keywords(wait=True)
+
+    def both() -> tuple[set, set]:
+        copy = index.keywords()
+        assert copy is not None  # brought along, not rebuilt
+        notes = [r[0] for r in index.db.execute("SELECT id FROM notes")]
+        vectors = [r[1] for r in sql.title_rows(index.db)]
+        return ({*copy.titles.of_notes(notes), *copy.titles.of_vectors(vectors)},
+                set(sql.title_rows(index.db)))
+
+    before = both()
+    assert before[0] == before[1] and len(before[1]) == 3
+    (folder / "home/tea.md").write_text("# Black tea\n\nSteep for four minutes.\n")
+    (folder / "wild/island.md").unlink()
+    engine.sync()
+    copy, stored = both()
+    assert copy == stored and len(stored) == 2 and stored != before[1]
     engine.close()

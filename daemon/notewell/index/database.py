@@ -199,6 +199,7 @@ class Index:
         (``carry_notes``)."""
         removed: list[int] = []
         added: list[keywords.Row] = []
+        titled: list[tuple[int, int]] = []
         with self.db:
             before = sql.chunks_epoch(self.db)
             old = self.db.execute(
@@ -228,6 +229,7 @@ class Index:
                 # A vector only: no chunk, no FTS row (the title is in every chunk's).
                 self.db.execute("INSERT INTO titles(note, embedding) VALUES (?, ?)",
                                 (rowid, emb[0]))
+                titled.append((rowid, emb[0]))
             self._chunks_changed()
             for chunk, url, h in chunks:
                 emb = self.db.execute("SELECT id FROM embeddings WHERE hash = ?", (h,)).fetchone()
@@ -245,7 +247,7 @@ class Index:
                     "INSERT INTO chunks_fts(rowid, title, heading, body, tags) VALUES (?,?,?,?,?)",
                     row)
                 added.append((row[0], rowid, emb[0], *row[1:]))
-        self.copies.follow(before, removed, added)
+        self.copies.follow(before, removed, added, [old[0]] if old else [], titled)
 
     def touch_note(self, note_id: str, fingerprint: str, url: str | None = None,
                    created: float | None = None, modified: float | None = None) -> None:
@@ -267,8 +269,8 @@ class Index:
             if row:
                 self._chunks_changed()
                 removed = self._delete_rows(row[0])
-        if removed:
-            self.copies.follow(before, removed, [])
+        if row:
+            self.copies.follow(before, removed, [], [row[0]])
 
     def _chunks_changed(self) -> None:
         """Inside a write transaction that changes chunks: move ``chunks_epoch``, which the

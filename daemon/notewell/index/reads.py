@@ -2,9 +2,9 @@
 the few ``notewell eval`` adds).
 
 ``Reads`` answers each from the in-memory copy when ``copies.Copies`` has a current one
-(k-NN, vectors by id, BM25, which chunks hold a word, the ids that map vectors to chunks
-to notes) and otherwise from SQLite (``sql``); what only the file holds (passages,
-filters, notes by id, which note a title vector names) always comes from SQLite. The
+(k-NN, vectors by id, BM25, which chunks hold a word, the ids that map vectors to chunks,
+titles and notes) and otherwise from SQLite (``sql``); what only the file holds
+(passages, filters, notes by id) always comes from SQLite. The
 answers are the same either way, up to the vector copy's quantization beyond
 ``CopySettings.exact_limit`` vectors; the caller never knows which side answered.
 
@@ -143,7 +143,9 @@ class Reads:
                         key=lambda x: (x[1], x[0]))
         if not titles:
             return chunks, []
-        named = sql.titles_of_vectors(self._db(), list(dist))
+        copy = self.copies.keywords()
+        named = (copy.titles.of_vectors(list(dist)) if copy is not None
+                 else sql.titles_of_vectors(self._db(), list(dist)))
         return chunks, sorted(((n, dist[e]) for n, e in named), key=lambda x: (x[1], x[0]))
 
     def _titles_within(self, vector: np.ndarray, k: int, notes: list[int] | set[int]
@@ -278,6 +280,10 @@ class Reads:
 
     def titles_of(self, notes: Iterable[int]) -> list[tuple[int, int]]:
         """(note row, vector id) of the title vectors of ``notes`` that have one."""
+        copy = self.copies.keywords()
+        if copy is not None:
+            return copy.titles.of_notes(notes if isinstance(notes, (list, set))
+                                        else list(notes))
         return sql.titles_of_notes(self._db(), notes)
 
     def note_chunks(self, notes: list[int]) -> list[tuple[int, int, int]]:

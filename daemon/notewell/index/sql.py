@@ -119,6 +119,11 @@ def titles_of_vectors(db: apsw.Connection, vector_ids: Sequence[int]
                       "(SELECT value FROM json_each(?))", (_ids(vector_ids),)).fetchall()
 
 
+def title_rows(db: apsw.Connection) -> list[tuple[int, int]]:
+    """(note row, vector id) of every title vector, as the keyword copy holds them."""
+    return db.execute("SELECT note, embedding FROM titles").fetchall()
+
+
 def titles_of_notes(db: apsw.Connection, notes: Iterable[int]) -> list[tuple[int, int]]:
     """(note row, vector id) of the title vectors of ``notes`` (notes without one left out)."""
     return db.execute("SELECT note, embedding FROM titles WHERE note IN "

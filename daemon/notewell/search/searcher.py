@@ -269,18 +269,20 @@ class Searcher:
 
     def with_titles(self, vector: np.ndarray, cosine: dict[int, float],
                     titles: list[tuple[int, float]]) -> dict[int, float]:
-        """``cosine`` (chunk -> cosine) with each candidate note's title vector counted:
-        its best passage's cosine raised by ``Ranking.title_lead`` of the title's lead
-        over it, and the notes whose titles the k-NN found (``titles``: note row, cosine
-        distance) joining with their best passage. The title itself is never a
-        candidate: what is ranked and shown is a passage."""
+        """``cosine`` (chunk -> cosine) with the title vectors the k-NN found (``titles``:
+        note row, cosine distance) counted: each such note's best passage's cosine raised
+        by ``Ranking.title_lead`` of the title's lead over it, a note found by its title
+        alone joining with its best passage. The title itself is never a candidate: what
+        is ranked and shown is a passage. The titles of other candidates are farther than
+        every vector found; counting their leads too (an exact cosine each) changed no
+        ranking on the golden sets or SciFact, and cost 0.4 ms at 100k chunks."""
         lead = self.ranking.title_lead
-        if not lead or not (cosine or titles):
+        if not lead or not titles:
             return cosine
         title = {n: 1.0 - d for n, d in titles}
-        best: dict[int, int] = {}  # candidate note -> its passage of the highest cosine
+        best: dict[int, int] = {}  # titled note -> its passage of the highest cosine
         for chunk_id, note, _ in self.reads.owners(list(cosine)):
-            if note not in best or cosine[chunk_id] > cosine[best[note]]:
+            if note in title and (note not in best or cosine[chunk_id] > cosine[best[note]]):
                 best[note] = chunk_id
         out = dict(cosine)
         unseen = [n for n in title if n not in best]
@@ -295,12 +297,9 @@ class Searcher:
             # range that fusion scales by.
             keep = {best[n] for n in unseen if n in best}
             out = {c: v for c, v in out.items() if c in cosine or c in keep}
-        missing = [n for n in best if n not in title]
-        title.update(self._cosines(vector, self.reads.titles_of(missing)) if missing else {})
         for note, chunk_id in best.items():
-            t = title.get(note)
-            if t is not None and t > out[chunk_id]:
-                out[chunk_id] += lead * (t - out[chunk_id])
+            if title[note] > out[chunk_id]:
+                out[chunk_id] += lead * (title[note] - out[chunk_id])
         return out
 
     def _fuse(self, q: Query, vector: np.ndarray | None, dense: list[tuple[int, float]],
