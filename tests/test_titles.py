@@ -84,6 +84,11 @@ def test_a_title_makes_its_note_a_candidate_and_the_hit_shows_a_passage(tmp_path
     assert hits[0].note_id == "notes:wild/quokka.md"
     top = hits[0]
     assert top.passage.startswith("filler0") and top.heading_path == ""
+    # SQLite answers the same without the in-memory copies (a one-shot command).
+    settings = engine.index.copies.settings
+    settings.vectors = settings.keywords = False
+    assert [h.note_id for h in engine.search(query, mode="dense").hits] == [
+        h.note_id for h in hits]
     engine.close()
     # The title's lead is what puts it first: without it, the passage that says the
     # words wins.

@@ -4,9 +4,9 @@ the few ``notewell eval`` adds).
 ``Reads`` answers each from the in-memory copy when ``copies.Copies`` has a current one
 (k-NN, vectors by id, BM25, which chunks hold a word, the ids that map vectors to chunks,
 titles and notes) and otherwise from SQLite (``sql``); what only the file holds
-(passages, filters, notes by id) always comes from SQLite. The
-answers are the same either way, up to the vector copy's quantization beyond
-``CopySettings.exact_limit`` vectors; the caller never knows which side answered.
+(passages, filters, notes by id) always comes from SQLite. The answers are the same
+either way, up to the vector copy's quantization beyond ``CopySettings.exact_limit``
+vectors; the caller never knows which side answered.
 
 Filtered BM25 stays with SQLite, which scans only the allowed notes' chunks; filtered
 k-NN too, up to ``CopySettings.within_from`` allowed chunks (beyond, sqlite-vec's scan
@@ -154,12 +154,14 @@ class Reads:
         the vector copy (re-scored with float vectors when quantized) when it holds them
         all, else sqlite-vec's exact scan."""
         cache = self.copies.vectors()
-        rows = self.titles_of(notes) if cache is not None else []
-        found, matrix = cache.matrix([v for _, v in rows]) if rows else (None, None)
-        if cache is None or (found is not None and not found.all()):
+        if cache is None:
             return sql.titles_within(self._db(), vector, k, notes)
+        rows = self.titles_of(notes)
         if not rows:
             return []
+        found, matrix = cache.matrix([v for _, v in rows])
+        if not found.all():  # a vector the copy does not hold yet
+            return sql.titles_within(self._db(), vector, k, notes)
         norms = np.maximum(np.linalg.norm(matrix, axis=1), 1e-12)
         dist = (1.0 - (matrix @ _unit(vector)) / norms).tolist()
         pairs = sorted(((n, d, v) for (n, v), d in zip(rows, dist)),
