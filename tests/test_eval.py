@@ -117,7 +117,7 @@ def test_beir_run_indexes_once_and_reuses_the_index(home, tmp_path, fake_embedde
     # benchmark text is literal: "#1" and "in:class" are words, not filters
     assert results["bm25"]["all"]["recall@10"] == 1.0
     assert results["notewell"]["all"]["mrr@10"] == 1.0
-    assert sum(fake_embedder.calls[:1]) == 4  # the corpus, embedded once
+    assert sum(fake_embedder.calls[:1]) == 8  # the corpus (passages, titles), once
     eval_dirs = list((home / "eval").iterdir())
     assert len(eval_dirs) == 1 and eval_dirs[0].name.startswith("tiny-")
     fake_embedder.calls.clear()

@@ -119,13 +119,24 @@ def ranked(real_embedder):
 @pytest.mark.real_corpus
 @present
 @pytest.mark.parametrize("name", SETS)
-def test_fusion_is_never_worse_than_either_side_by_more_than_one_query(name, ranked):
+def test_fusion_is_never_worse_than_either_side_by_more_than_two_queries(name, ranked):
     results = ranked[name]
     for kind, values in results["notewell"].items():
         n = sum(1 for r in rows(name) if kind in ("all", r["type"]))
         for side in ("dense", "bm25"):
-            assert values["recall@5"] >= results[side][kind]["recall@5"] - 1.0 / n - 1e-9, (
+            assert values["recall@5"] >= results[side][kind]["recall@5"] - 2.0 / n - 1e-9, (
                 kind, side)
+
+
+# Issue 30's floors, set with title vectors (docs/search-quality.md, "Real note collections").
+FLOORS = {"til-jbranchaud": 0.85, "dendron-vault": 0.745}
+
+
+@pytest.mark.real_corpus
+@present
+@pytest.mark.parametrize("name", SETS)
+def test_the_full_pipeline_keeps_its_floor_on_real_notes(name, ranked):
+    assert ranked[name]["notewell"]["all"]["recall@5"] >= FLOORS[name]
 
 
 @pytest.mark.real_corpus

@@ -69,7 +69,8 @@ def test_fusion_never_costs_what_one_side_gets_right(golden):
 
 
 def test_full_pipeline_finds_nearly_every_note_on_the_first_screen(golden):
-    assert golden["notewell"]["all"]["recall@5"] >= 0.95
+    # Issue 30's floor (0.987 with title vectors and without).
+    assert golden["notewell"]["all"]["recall@5"] >= 0.98
     assert golden["notewell"]["all"]["ndcg@10"] >= 0.9
 
 
@@ -200,6 +201,6 @@ def test_scifact_test_split_reaches_the_target(real_embedder, monkeypatch):
     results = evaluate.run_beir(str(SCIFACT), "test", real_embedder)
     print(json.dumps(evaluate.to_json(results), indent=2))
     ours = results["notewell"]["all"]["ndcg@10"]
-    assert ours >= 0.72
+    assert ours >= 0.735  # issue 30's floor, with title vectors
     assert ours > results["dense"]["all"]["ndcg@10"]
     assert ours > results["bm25"]["all"]["ndcg@10"]

@@ -88,7 +88,8 @@ def test_one_paragraph_edit_reembeds_exactly_the_changed_chunk(tmp_path, folder)
     (folder / "ops/runbook.md").write_text(after)
     emb.texts.clear()
     report = syncer.sync(md(folder))
-    assert (report.updated, report.embedded, report.reused) == (1, 1, 3)
+    # The three unchanged passages and the title vector are reused.
+    assert (report.updated, report.embedded, report.reused) == (1, 1, 4)
     assert {Chunk.text_hash(t) for t in emb.texts} == changed
     rows = index.db.execute("SELECT count(*) FROM chunks c JOIN notes n ON n.id = c.note "
                             "WHERE n.note_id = 'notes:ops/runbook.md'").fetchone()[0]
@@ -125,7 +126,10 @@ def test_move_and_rename_keep_embeddings_delete_disappears(tmp_path, folder):
     os.rename(folder / "home/tap.md", folder / "home/kitchen-tap.md")  # renamed, H1 title
     emb.texts.clear()
     report = syncer.sync(md(folder))
-    assert (report.added, report.deleted, report.embedded) == (2, 2, 0)
+    # Every passage vector is reused; the title vectors read the new paths.
+    assert (report.added, report.deleted, report.embedded) == (2, 2, 2)
+    assert sorted(t.split("\n")[1] for t in emb.texts) == ["archive/runbook",
+                                                             "home/kitchen-tap"]
     (folder / "travel/lisbon.md").unlink()
     report = syncer.sync(md(folder))
     assert report.deleted == 1
@@ -137,7 +141,7 @@ def test_move_and_rename_keep_embeddings_delete_disappears(tmp_path, folder):
 def test_a_crash_between_vectors_and_rows_reembeds_nothing(tmp_path, folder, monkeypatch):
     index, emb, syncer = setup(tmp_path)
 
-    def crash(*a):
+    def crash(*a, **k):
         raise KeyboardInterrupt("power cut")
 
     monkeypatch.setattr(index, "replace_note", crash)

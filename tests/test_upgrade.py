@@ -8,6 +8,7 @@ does the same with real wheels installed by pip."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -170,6 +171,45 @@ def test_an_upgrade_that_cuts_notes_differently_re_chunks_the_index_on_its_own(o
     assert "max_pieces=60" in after["chunker"] and after["notes"] > 0
     assert keystroke(package, home, "lisbon tram", zsh=False)["items"][0]["title"] == \
         "Lisbon weekend"
+
+
+def test_the_upgrade_to_title_vectors_re_chunks_embedding_only_the_titles(home, notes_config,
+                                                                        tmp_path):
+    """From a notewell without title vectors (chunker version 1) to one with them: the
+    restarted daemon re-chunks the index beside on its own, and the model reads nothing
+    but the notes' titles (each with its path), every passage vector reused."""
+    site = tmp_path / "site"
+    package = copy_package(site)
+    chunking = package / "ingest" / "chunking.py"
+    text = chunking.read_text()
+    assert "    version: int = 2\n" in text
+    chunking.write_text(text.replace("    version: int = 2\n", "    version: int = 1\n"))
+    record = tmp_path / "embedded.txt"
+    env = subprocess_env(home, PYTHONPATH=str(site))
+    log = home / "daemon-titles.log"
+    with open(log, "ab") as f:
+        proc = subprocess.Popen(notewell_command("serve", "--poll", "0.5", record=record),
+                                env=env, stdout=f, stderr=f, stdin=subprocess.DEVNULL)
+    d = DaemonProcess(home, proc, log)
+    try:
+        before = wait_for(d, synced(__version__))["chunker"]
+        assert before.endswith("version=1")
+        passages = record.read_text().splitlines()
+        chunking.write_text(text)  # the upgrade: version 2 again
+        bump_version(package, NEW)
+        keystroke(package, home, "lisbon tram", zsh=False)
+        after = wait_for(d, lambda r: synced(NEW)(r) and r["result"]["chunker"] != before)
+        assert after["chunker"].endswith("version=2") and after["notes"] == 4
+        embedded = record.read_text().splitlines()[len(passages):]
+        titles = {"Banana bread\nkitchen/banana-bread", "Lisbon weekend\ntravel/lisbon",
+                  "Postgres vacuum\ndb/postgres-vacuum", "Undo the last commit\ngit/undo-commit"}
+        hashes = {hashlib.sha256(t.encode()).hexdigest() for t in titles}
+        assert hashes <= set(embedded) and not set(embedded) & set(passages)
+        # Besides the titles, only the keystroke's query was embedded.
+        assert len(set(embedded) - hashes) <= 1
+        assert sum(r["embedded"] for r in after["last_reports"]) == len(titles)
+    finally:
+        d.stop()
 
 
 def test_a_client_of_another_installation_is_told_what_to_run(old_daemon, home, tmp_path):

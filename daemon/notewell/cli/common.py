@@ -174,7 +174,7 @@ def print_report(r: dict) -> None:
         print(f"{r['source']}: ERROR {r['error']}")
         return
     print(f"{r['source']}: {r['added']} added, {r['updated']} updated, {r['deleted']} deleted, "
-          f"{r['unchanged']} unchanged; {r['embedded']} passages embedded, "
-          f"{r['reused']} reused ({r['seconds']:.1f}s)")
+          f"{r['unchanged']} unchanged; {r['embedded']} embedded, {r['reused']} reused "
+          f"(passages and titles; {r['seconds']:.1f}s)")
     for w in r.get("warnings", [])[:20]:
         print(f"  warning: {w}")

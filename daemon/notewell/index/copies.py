@@ -229,16 +229,19 @@ class Copies:
         if copy is not None:
             self._publish("_keywords", copy)
 
-    def follow(self, before: str, removed: Sequence[int], added: Sequence[keywords.Row]
+    def follow(self, before: str, removed: Sequence[int], added: Sequence[keywords.Row],
+               gone_notes: Sequence[int] = (), new_titles: Sequence[tuple[int, int]] = ()
                ) -> None:
         """After a committed write that took the chunks from epoch ``before`` to now: bring
-        a keyword copy that was current along (``KeywordIndex.with_changes``), so a sync of
-        a few notes does not cost a rebuild; a stale copy waits for one."""
+        a keyword copy that was current along (``KeywordIndex.with_changes``: chunks, and
+        title vectors of notes gone and new), so a sync of a few notes does not cost a
+        rebuild; a stale copy waits for one."""
         copy = self._keywords
         if copy is None or copy.epoch != before or self.path == ":memory:":
             return
         db = self._db()
-        moved = copy.with_changes(removed, added, Tokens(db), sql.chunks_epoch(db))
+        moved = copy.with_changes(removed, added, Tokens(db), sql.chunks_epoch(db),
+                                  gone_notes, new_titles)
         if moved is not None:  # else too much changed: stale, rebuilt once writes settle
             self._publish("_keywords", moved, replacing=copy, only_if=True)
 
@@ -308,7 +311,7 @@ def _read_keywords(conn: apsw.Connection, cancelled: Callable[[], bool] = lambda
     with conn:  # the epoch and the rows agree
         epoch = sql.chunks_epoch(conn)
         return keywords.build(sql.keyword_rows(conn), Tokens(conn), COLUMN_WEIGHTS, epoch,
-                              cancelled)
+                              cancelled, titles=sql.title_rows(conn))
 
 
 def _append_rows(cache: VectorCache, rows: list[tuple[int, bytes]], max_id: int = 0) -> None:

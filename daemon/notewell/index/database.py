@@ -190,14 +190,16 @@ class Index:
         return rowid
 
     def replace_note(self, note: Note, chunks: Sequence[tuple[Chunk, str, str]],
-                     content_hash: str | None = None) -> None:
+                     content_hash: str | None = None, title: str | None = None) -> None:
         """Replace a note's rows in one transaction.
 
-        ``chunks`` holds (chunk, url, embedding hash); every hash must already be stored
-        with ``add_embeddings``. ``content_hash``: what to record instead of the note's
-        own (``carry_notes``)."""
+        ``chunks`` holds (chunk, url, embedding hash); ``title``, the embedding hash of the
+        note's title vector (None: none); every hash must already be stored with
+        ``add_embeddings``. ``content_hash``: what to record instead of the note's own
+        (``carry_notes``)."""
         removed: list[int] = []
         added: list[keywords.Row] = []
+        titled: list[tuple[int, int]] = []
         with self.db:
             before = sql.chunks_epoch(self.db)
             old = self.db.execute(
@@ -219,6 +221,15 @@ class Index:
             rowid = self.db.last_insert_rowid()
             for tag in {t.lower() for t in note.tags}:
                 self.db.execute("INSERT INTO note_tags(note, tag) VALUES (?, ?)", (rowid, tag))
+            if title is not None:
+                emb = self.db.execute("SELECT id FROM embeddings WHERE hash = ?",
+                                      (title,)).fetchone()
+                if emb is None:
+                    raise ValueError(f"no stored embedding for the title of {note.note_id}")
+                # A vector only: no chunk, no FTS row (the title is in every chunk's).
+                self.db.execute("INSERT INTO titles(note, embedding) VALUES (?, ?)",
+                                (rowid, emb[0]))
+                titled.append((rowid, emb[0]))
             self._chunks_changed()
             for chunk, url, h in chunks:
                 emb = self.db.execute("SELECT id FROM embeddings WHERE hash = ?", (h,)).fetchone()
@@ -236,7 +247,7 @@ class Index:
                     "INSERT INTO chunks_fts(rowid, title, heading, body, tags) VALUES (?,?,?,?,?)",
                     row)
                 added.append((row[0], rowid, emb[0], *row[1:]))
-        self.copies.follow(before, removed, added)
+        self.copies.follow(before, removed, added, [old[0]] if old else [], titled)
 
     def touch_note(self, note_id: str, fingerprint: str, url: str | None = None,
                    created: float | None = None, modified: float | None = None) -> None:
@@ -258,8 +269,8 @@ class Index:
             if row:
                 self._chunks_changed()
                 removed = self._delete_rows(row[0])
-        if removed:
-            self.copies.follow(before, removed, [])
+        if row:
+            self.copies.follow(before, removed, [], [row[0]])
 
     def _chunks_changed(self) -> None:
         """Inside a write transaction that changes chunks: move ``chunks_epoch``, which the
@@ -291,11 +302,10 @@ class Index:
         return len(ids)
 
     def prune_embeddings(self, keep_ratio: float = 0.2) -> int:
-        """Drop vectors no chunk uses once they exceed ``keep_ratio`` of the live ones
-        (kept until then so a renamed or re-added note costs no model time)."""
-        unused = self.db.execute(
-            "SELECT count(*) FROM embeddings WHERE id NOT IN (SELECT embedding FROM chunks)"
-        ).fetchone()[0]
+        """Drop vectors no chunk or title uses once they exceed ``keep_ratio`` of the live
+        ones (kept until then so a renamed or re-added note costs no model time)."""
+        unused = self.db.execute(f"SELECT count(*) FROM embeddings WHERE {_UNUSED}"
+                                 ).fetchone()[0]
         live = self.db.execute("SELECT count(*) FROM embeddings").fetchone()[0] - unused
         if unused <= max(200, keep_ratio * live):
             return 0
@@ -304,12 +314,8 @@ class Index:
             # vectors (``vector_cache``) to reload rather than extend.
             self.set_meta("vectors_epoch", os.urandom(8).hex())
             self.db.execute(
-                "DELETE FROM vectors WHERE rowid IN "
-                "(SELECT id FROM embeddings WHERE id NOT IN (SELECT embedding FROM chunks))"
-            )
-            self.db.execute(
-                "DELETE FROM embeddings WHERE id NOT IN (SELECT embedding FROM chunks)"
-            )
+                f"DELETE FROM vectors WHERE rowid IN (SELECT id FROM embeddings WHERE {_UNUSED})")
+            self.db.execute(f"DELETE FROM embeddings WHERE {_UNUSED}")
         return unused
 
     def record_sync(self, source: str, kind: str, error: str | None = None,
@@ -394,6 +400,9 @@ class Index:
             if (meta.get("embedder"), meta.get("dim")) != (self.settings.embedder,
                                                            str(self.settings.dim)):
                 return None
+            # A file of an older schema (never opened by this notewell) has no titles.
+            has_titles = old.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                                     "AND name = 'titles'").fetchone() is not None
             notes = [r for r in old.execute(
                 """SELECT id, note_id, kind, title, path, url, tags, aliases, created,
                           modified, archived FROM notes WHERE source = ?""", (source,))
@@ -406,9 +415,15 @@ class Index:
                        FROM chunks c JOIN embeddings e ON e.id = c.embedding
                        JOIN vectors v ON v.rowid = e.id WHERE c.note = ? ORDER BY c.seq""",
                     (rowid,)).fetchall()
-                if chunks:
-                    self.add_embeddings([c[5] for c in chunks], np.stack(
-                        [np.frombuffer(c[6], dtype=np.float32) for c in chunks]))
+                named = old.execute(
+                    """SELECT e.hash, v.embedding FROM titles t
+                       JOIN embeddings e ON e.id = t.embedding
+                       JOIN vectors v ON v.rowid = e.id WHERE t.note = ?""", (rowid,)
+                ).fetchall() if has_titles else []
+                vectors = [(c[5], c[6]) for c in chunks] + named
+                if vectors:
+                    self.add_embeddings([h for h, _ in vectors], np.stack(
+                        [np.frombuffer(v, dtype=np.float32) for _, v in vectors]))
                 note = Note(note_id=note_id, source=source, kind=kind, title=title, text="",
                             url=url, path=file, tags=tuple(json.loads(tags)),
                             aliases=tuple(json.loads(aliases)), created=created,
@@ -417,7 +432,7 @@ class Index:
                     (Chunk(seq, tuple(heading.split(" > ")) if heading else (), text,
                            anchor), chunk_url, h)
                     for seq, heading, anchor, chunk_url, text, h, _ in chunks],
-                    content_hash="")
+                    content_hash="", title=named[0][0] if named else None)
             return len(notes)
         except Exception as e:  # a damaged old index has nothing to give
             log.warning("could not carry notes over from %s: %s", path, e)
@@ -452,6 +467,11 @@ class Index:
             row["offloaded"] = int(_state(state).get("offloaded") or 0)
             out.append(row)
         return out
+
+
+# A stored vector that no passage and no title uses.
+_UNUSED = ("id NOT IN (SELECT embedding FROM chunks) "
+           "AND id NOT IN (SELECT embedding FROM titles)")
 
 
 def _state(text: str | None) -> dict:

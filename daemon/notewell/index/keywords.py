@@ -8,9 +8,9 @@ one's column sizes from disk: 42 ms p50 at 100,000 chunks, 346 ms at 1M
 for every indexed term, the chunks that hold it and how often (weighted by column, as
 ``bm25()`` weighs them), so a query is a few vector operations over posting arrays.
 
-It also keeps each chunk's note and stored vector, read in the same pass: a search maps
-k-NN vectors to chunks, chunks to notes and notes to their vectors here, where four
-SQLite lookups per query took 0.9 ms at 100,000 chunks.
+It also keeps each chunk's note and stored vector, and each note's title vector, read in
+the same pass: a search maps k-NN vectors to chunks and titles, chunks to notes and notes
+to their vectors here, where four SQLite lookups per query took 0.9 ms at 100,000 chunks.
 
 The copy is built from the chunks' text with FTS5's own tokenizer (``terms.Tokens``), so
 it holds the same terms; a test checks its scores against ``bm25()`` itself. It follows
@@ -60,7 +60,8 @@ class KeywordIndex:
                  vectors: np.ndarray,
                  delta: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
                  alive: np.ndarray | None = None, base_size: int | None = None,
-                 term_index: dict[str, int] | None = None) -> None:
+                 term_index: dict[str, int] | None = None,
+                 titles: Titles | None = None) -> None:
         # The base: the posting lists as built, shared (never changed) by every copy
         # derived from this one with ``with_changes``.
         self.terms = terms
@@ -84,6 +85,7 @@ class KeywordIndex:
         self.epoch = epoch
         self._live = len(chunk_ids) if alive is None else int(alive.sum())
         self.notes, self.vectors = _narrow(notes), _narrow(vectors)
+        self.titles = titles if titles is not None else Titles.of([])
         # The live chunks sorted by each id column, for lookups by chunk, note or vector.
         # Rows come nearly sorted by all three, which a stable sort takes in about one pass.
         self._by_chunk = _Sorted(chunk_ids, alive)
@@ -116,7 +118,7 @@ class KeywordIndex:
         arrays += [a for s in (self._by_chunk, self._by_note, self._by_vector)
                    for a in (s.keys, s.order)]
         arrays += [a for pair in self.delta.values() for a in pair]
-        return sum(a.nbytes for a in arrays)
+        return sum(a.nbytes for a in arrays) + self.titles.nbytes()
 
     # -- reading --------------------------------------------------------------------------
 
@@ -163,11 +165,13 @@ class KeywordIndex:
         return docs, freqs
 
     def with_changes(self, removed: Sequence[int], added: Sequence[Row], tokens: Tokens,
-                     epoch: str) -> KeywordIndex | None:
+                     epoch: str, gone_notes: Sequence[int] = (),
+                     new_titles: Sequence[tuple[int, int]] = ()) -> KeywordIndex | None:
         """A copy with the chunks ``removed`` gone and ``added`` (rows as for ``build``)
-        in, sharing this one's posting lists: what a sync of a few notes costs instead of
-        a rebuild. None once the chunks added and removed since the base outgrow a tenth
-        of it (a folder deleted note by note included): rebuild then."""
+        in, and the title vectors of ``gone_notes`` gone and ``new_titles`` (note row,
+        vector id) in, sharing this one's posting lists: what a sync of a few notes costs
+        instead of a rebuild. None once the chunks added and removed since the base
+        outgrow a tenth of it (a folder deleted note by note included): rebuild then."""
         alive = (np.ones(len(self.chunk_ids), dtype=bool) if self.alive is None
                  else self.alive.copy())
         gone = self.positions(removed)
@@ -193,7 +197,8 @@ class KeywordIndex:
             notes=np.concatenate((self.notes, fresh.notes)),
             vectors=np.concatenate((self.vectors, fresh.vectors)), delta=delta,
             alive=np.concatenate((alive, np.ones(len(added), dtype=bool))),
-            base_size=self.base_size, term_index=self.term_index)
+            base_size=self.base_size, term_index=self.term_index,
+            titles=self.titles.with_changes(gone_notes, new_titles))
 
     def holds(self, positions: np.ndarray, term: str, prefix: bool = False) -> np.ndarray:
         """For each chunk at ``positions`` (``positions(chunk_ids)``, -1 for one not here),
@@ -275,6 +280,51 @@ class KeywordIndex:
         ids = self.chunk_ids[candidates]
         order = np.lexsort((ids, -values))
         return [(int(ids[i]), float(values[i])) for i in order]
+
+
+class Titles:
+    """The notes' title vectors (note row, vector id), sorted both ways: which notes a
+    k-NN's vectors name, and each candidate note's title vector, without SQLite."""
+
+    def __init__(self, notes: np.ndarray, vectors: np.ndarray,
+                 alive: np.ndarray | None = None) -> None:
+        self.notes, self.vectors, self.alive = _narrow(notes), _narrow(vectors), alive
+        self._by_note = _Sorted(self.notes, alive)
+        self._by_vector = _Sorted(self.vectors, alive)
+
+    @classmethod
+    def of(cls, rows: Iterable[tuple[int, int]]) -> Titles:
+        pairs = np.array(list(rows), dtype=np.int64).reshape(-1, 2)
+        return cls(pairs[:, 0], pairs[:, 1])
+
+    def of_notes(self, notes: Iterable[int]) -> list[tuple[int, int]]:
+        """(note row, vector id) of the title vectors of ``notes``."""
+        return self._pairs(self._by_note.all(notes))
+
+    def of_vectors(self, vectors: Iterable[int]) -> list[tuple[int, int]]:
+        """(note row, vector id) of every note whose title vector is one of ``vectors``."""
+        return self._pairs(self._by_vector.all(vectors))
+
+    def _pairs(self, at: np.ndarray) -> list[tuple[int, int]]:
+        return list(zip(self.notes[at].tolist(), self.vectors[at].tolist()))
+
+    def with_changes(self, gone_notes: Sequence[int], new: Sequence[tuple[int, int]]
+                     ) -> Titles:
+        if not len(gone_notes) and not len(new):
+            return self
+        alive = (np.ones(len(self.notes), dtype=bool) if self.alive is None
+                 else self.alive.copy())
+        gone = self._by_note.first(gone_notes)
+        alive[gone[gone >= 0]] = False
+        added = np.array(list(new), dtype=np.int64).reshape(-1, 2)
+        return Titles(np.concatenate((self.notes, added[:, 0])),
+                      np.concatenate((self.vectors, added[:, 1])),
+                      np.concatenate((alive, np.ones(len(added), dtype=bool))))
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.notes, self.vectors, self._by_note.keys,
+                                      self._by_note.order, self._by_vector.keys,
+                                      self._by_vector.order))
 
 
 def _summed(docs: np.ndarray, weights: np.ndarray, size: int
@@ -360,10 +410,12 @@ def columns(title: str, aliases: Sequence[str], heading: str | Sequence[str], te
 
 
 def build(rows: Iterable[Row], tokens: Tokens, weights: tuple[float, ...], epoch: str = "",
-          cancelled=lambda: False, start: int = 0) -> KeywordIndex | None:
+          cancelled=lambda: False, start: int = 0,
+          titles: Iterable[tuple[int, int]] = ()) -> KeywordIndex | None:
     """A copy from ``(chunk id, note row, embedding id, title, heading, body, tags)`` rows,
-    the four FTS5 columns as they were indexed (positions counted from ``start``); None if
-    ``cancelled()`` turns true on the way."""
+    the four FTS5 columns as they were indexed (positions counted from ``start``), and the
+    notes' ``titles`` (note row, vector id); None if ``cancelled()`` turns true on the
+    way."""
     postings: dict[str, tuple[array, array]] = {}
     chunk_ids, notes, vectors = array("q"), array("q"), array("q")
     lengths = array("H")
@@ -404,4 +456,5 @@ def build(rows: Iterable[Row], tokens: Tokens, weights: tuple[float, ...], epoch
     return KeywordIndex(terms, offsets, docs, freqs, np.frombuffer(chunk_ids, dtype=np.int64),
                         np.frombuffer(lengths, dtype=np.uint16).astype(np.float32), weights,
                         epoch, notes=np.frombuffer(notes, dtype=np.int64),
-                        vectors=np.frombuffer(vectors, dtype=np.int64))
+                        vectors=np.frombuffer(vectors, dtype=np.int64),
+                        titles=Titles.of(titles))

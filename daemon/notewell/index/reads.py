@@ -2,11 +2,11 @@
 the few ``notewell eval`` adds).
 
 ``Reads`` answers each from the in-memory copy when ``copies.Copies`` has a current one
-(k-NN, vectors by id, BM25, which chunks hold a word, the ids that map vectors to chunks
-to notes) and otherwise from SQLite (``sql``); what only the file holds (passages,
-filters, notes by id) always comes from SQLite. The answers are the same either way, up
-to the vector copy's quantization beyond ``CopySettings.exact_limit`` vectors; the caller
-never knows which side answered.
+(k-NN, vectors by id, BM25, which chunks hold a word, the ids that map vectors to chunks,
+titles and notes) and otherwise from SQLite (``sql``); what only the file holds
+(passages, filters, notes by id) always comes from SQLite. The answers are the same
+either way, up to the vector copy's quantization beyond ``CopySettings.exact_limit``
+vectors; the caller never knows which side answered.
 
 Filtered BM25 stays with SQLite, which scans only the allowed notes' chunks; filtered
 k-NN too, up to ``CopySettings.within_from`` allowed chunks (beyond, sqlite-vec's scan
@@ -119,18 +119,58 @@ class Reads:
     def nearest_chunks(self, vector: np.ndarray, k: int, notes: Iterable[int] | None = None
                        ) -> list[tuple[int, float]]:
         """(chunk id, cosine distance) nearest first, equal distances by chunk id: the
-        chunks of the ``k`` nearest vectors, or exactly the ``k`` nearest chunks of
-        ``notes`` (note rows) when given."""
+        chunks of the ``k`` nearest vectors (title vectors among them are left out), or
+        exactly the ``k`` nearest chunks of ``notes`` (note rows) when given."""
+        return self.nearest(vector, k, notes, titles=False)[0]
+
+    def nearest(self, vector: np.ndarray, k: int, notes: Iterable[int] | None = None,
+                titles: bool = True) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+        """The passages and the notes' title vectors nearest to ``vector``: (chunk id,
+        cosine distance) as ``nearest_chunks``, and (note row, cosine distance) of the
+        title vectors among the ``k`` nearest vectors, or of the ``k`` nearest titles of
+        ``notes`` when given. Both nearest first, equal distances by id."""
         if notes is not None:
+            notes = notes if isinstance(notes, (list, set)) else list(notes)
             found = self._within_copies(vector, k, notes)
-            return found if found is not None else sql.knn_within(self._db(), vector, k,
-                                                                  notes)
+            if found is None:
+                found = sql.knn_within(self._db(), vector, k, notes)
+            return found, self._titles_within(vector, k, notes) if titles else []
         nearest = self.knn(vector, k)
         if not nearest:
-            return []
+            return [], []
         dist = dict(nearest)
-        return sorted(((c, dist[e]) for c, e in self.chunks_of_vectors(list(dist))),
-                      key=lambda x: (x[1], x[0]))
+        chunks = sorted(((c, dist[e]) for c, e in self.chunks_of_vectors(list(dist))),
+                        key=lambda x: (x[1], x[0]))
+        if not titles:
+            return chunks, []
+        copy = self.copies.keywords()
+        named = (copy.titles.of_vectors(list(dist)) if copy is not None
+                 else sql.titles_of_vectors(self._db(), list(dist)))
+        return chunks, sorted(((n, dist[e]) for n, e in named), key=lambda x: (x[1], x[0]))
+
+    def _titles_within(self, vector: np.ndarray, k: int, notes: list[int] | set[int]
+                       ) -> list[tuple[int, float]]:
+        """The ``k`` nearest title vectors of ``notes``: (note row, cosine distance), from
+        the vector copy (re-scored with float vectors when quantized) when it holds them
+        all, else sqlite-vec's exact scan."""
+        cache = self.copies.vectors()
+        if cache is None:
+            return sql.titles_within(self._db(), vector, k, notes)
+        rows = self.titles_of(notes)
+        if not rows:
+            return []
+        found, matrix = cache.matrix([v for _, v in rows])
+        if not found.all():  # a vector the copy does not hold yet
+            return sql.titles_within(self._db(), vector, k, notes)
+        norms = np.maximum(np.linalg.norm(matrix, axis=1), 1e-12)
+        dist = (1.0 - (matrix @ _unit(vector)) / norms).tolist()
+        pairs = sorted(((n, d, v) for (n, v), d in zip(rows, dist)),
+                       key=lambda x: (x[1], x[0]))
+        if cache.quantized:
+            pairs = sorted(self._float_distances(
+                vector, pairs[:k + self.copies.settings.within_margin]),
+                key=lambda x: (x[1], x[0]))
+        return [(n, d) for n, d, _ in pairs[:k]]
 
     def exact_nearest(self, vector: np.ndarray, found: list[tuple[int, float]], k: int
                       ) -> list[tuple[int, float]]:
@@ -145,6 +185,18 @@ class Reads:
         exact = self._float_distances(vector, [(c, d, vec.get(c, -1)) for c, d in head])
         exact.sort(key=lambda x: (x[1], x[0]))
         return [(c, d) for c, d, _ in exact[:k]]
+
+    def exact_titles(self, vector: np.ndarray, titles: list[tuple[int, float]]
+                     ) -> list[tuple[int, float]]:
+        """``titles`` (note row, cosine distance from the vector copy) re-scored with their
+        float vectors when the copy is quantized, as ``nearest`` gives a filter's;
+        nearest first."""
+        cache = self.copies.vectors()
+        if cache is None or not cache.quantized or not titles:
+            return titles
+        vec = dict(self.titles_of([n for n, _ in titles]))
+        exact = self._float_distances(vector, [(n, d, vec.get(n, -1)) for n, d in titles])
+        return sorted(((n, d) for n, d, _ in exact), key=lambda x: (x[1], x[0]))
 
     def _float_distances(self, vector: np.ndarray, pairs: list[tuple[int, float, int]]
                          ) -> list[tuple[int, float, int]]:
@@ -227,6 +279,23 @@ class Reads:
             return [(c, n, e) for c, n, e in zip(chunk_ids, notes.tolist(), vectors.tolist())
                     if n >= 0]
         return sql.owners(self._db(), chunk_ids)
+
+    def titles_of(self, notes: Iterable[int]) -> list[tuple[int, int]]:
+        """(note row, vector id) of the title vectors of ``notes`` that have one."""
+        copy = self.copies.keywords()
+        if copy is not None:
+            return copy.titles.of_notes(notes if isinstance(notes, (list, set))
+                                        else list(notes))
+        return sql.titles_of_notes(self._db(), notes)
+
+    def note_chunks(self, notes: list[int]) -> list[tuple[int, int, int]]:
+        """(chunk id, note row, vector id) of every chunk of ``notes``."""
+        copy = self.copies.keywords()
+        if copy is not None:
+            at = copy.chunks_of_notes(notes)
+            return list(zip(copy.chunk_ids[at].tolist(), copy.notes[at].tolist(),
+                            copy.vectors[at].tolist()))
+        return sql.note_chunks(self._db(), notes)
 
     def note_vectors(self, notes: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """(note row, vector id) of every chunk of ``notes``, grouped by note, so each

@@ -26,7 +26,7 @@ from notewell.index.terms import FTS_TOKENIZER
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # Vectors per vec0 chunk, since the schema version that moved them (migration 3).
 VECTOR_CHUNK = 64
 VECTORS_MOVED = 3
@@ -155,6 +155,15 @@ def migrations(dim: int) -> list[list]:
         [
             "CREATE INDEX notes_modified ON notes(modified)",
             "CREATE INDEX notes_created ON notes(created)",
+        ],
+        # 6: a title vector per note (chunker version 2): a vector of the note's title
+        # alone, found by k-NN with the passages' but never shown or searched by keyword.
+        # Empty until the chunker's next sync re-chunks the index beside.
+        [
+            """CREATE TABLE titles (
+                note INTEGER PRIMARY KEY REFERENCES notes(id) ON DELETE CASCADE,
+                embedding INTEGER NOT NULL REFERENCES embeddings(id))""",
+            "CREATE INDEX titles_embedding ON titles(embedding)",
         ],
     ]
 
@@ -292,8 +301,9 @@ def consistency_problems(db: apsw.Connection) -> list[str]:
     when consistent). Slower than ``integrity_problems``: for tests and ``bench/load.py``.
 
     Every chunk belongs to a note and has exactly one FTS row and one stored vector; every
-    FTS row is a chunk's; ``embeddings`` and ``vectors`` hold the same ids (a vector no
-    chunk uses is allowed: it is kept for reuse until pruned)."""
+    FTS row is a chunk's; a title vector belongs to a note and is stored; ``embeddings``
+    and ``vectors`` hold the same ids (a vector no chunk or title uses is allowed: it is
+    kept for reuse until pruned)."""
     one = db.execute
     problems: list[str] = []
 
@@ -321,6 +331,10 @@ def consistency_problems(db: apsw.Connection) -> list[str]:
          ids("SELECT id FROM chunks WHERE note NOT IN (SELECT id FROM notes)")),
         ("tags of missing notes",
          ids("SELECT note FROM note_tags WHERE note NOT IN (SELECT id FROM notes)")),
+        ("title vectors of missing notes",
+         ids("SELECT note FROM titles WHERE note NOT IN (SELECT id FROM notes)")),
+        ("title vectors whose embedding is missing",
+         ids("SELECT note FROM titles WHERE embedding NOT IN (SELECT id FROM embeddings)")),
     ):
         if found:
             problems.append(f"{len(found)} {label} (e.g. {sorted(found)[:5]})")

@@ -98,7 +98,42 @@ def knn_within(db: apsw.Connection, vector: np.ndarray, k: int, notes: Iterable[
     return [(r[0], r[1]) for r in rows]
 
 
+def titles_within(db: apsw.Connection, vector: np.ndarray, k: int, notes: Iterable[int]
+                  ) -> list[tuple[int, float]]:
+    """(note row, cosine distance) of the ``k`` nearest title vectors of ``notes``: exact."""
+    rows = db.execute(
+        "SELECT t.note, vec_distance_cosine(v.embedding, ?) AS d FROM titles t "
+        "JOIN vectors v ON v.rowid = t.embedding "
+        "WHERE t.note IN (SELECT value FROM json_each(?)) ORDER BY d LIMIT ?",
+        (np.asarray(vector, dtype=np.float32).tobytes(), json.dumps(sorted(notes)), k))
+    return [(r[0], r[1]) for r in rows]
+
+
 # -- ids ---------------------------------------------------------------------------------------
+
+
+def titles_of_vectors(db: apsw.Connection, vector_ids: Sequence[int]
+                      ) -> list[tuple[int, int]]:
+    """(note row, vector id) of every note whose title vector is one of ``vector_ids``."""
+    return db.execute("SELECT note, embedding FROM titles WHERE embedding IN "
+                      "(SELECT value FROM json_each(?))", (_ids(vector_ids),)).fetchall()
+
+
+def title_rows(db: apsw.Connection) -> list[tuple[int, int]]:
+    """(note row, vector id) of every title vector, as the keyword copy holds them."""
+    return db.execute("SELECT note, embedding FROM titles").fetchall()
+
+
+def titles_of_notes(db: apsw.Connection, notes: Iterable[int]) -> list[tuple[int, int]]:
+    """(note row, vector id) of the title vectors of ``notes`` (notes without one left out)."""
+    return db.execute("SELECT note, embedding FROM titles WHERE note IN "
+                      "(SELECT value FROM json_each(?))", (_ids(notes),)).fetchall()
+
+
+def note_chunks(db: apsw.Connection, notes: Iterable[int]) -> list[tuple[int, int, int]]:
+    """(chunk id, note row, vector id) of every chunk of ``notes``."""
+    return db.execute("SELECT id, note, embedding FROM chunks WHERE note IN "
+                      "(SELECT value FROM json_each(?))", (_ids(notes),)).fetchall()
 
 
 def chunks_of_vectors(db: apsw.Connection, vector_ids: Sequence[int]

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 from notewell.index.cjk import CJK_CHARS
 from notewell.notes import Attachment, Chunk, Note
-from notewell.sources.markdown import iter_fenced
+from notewell.sources.markdown import iter_fenced, path_alias
 
 # A Chinese, Japanese or Korean character is a piece of its own: those scripts put no
 # spaces between words, and a model reads about one token per character or two.
@@ -30,12 +30,20 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])(?=\S)")
 class ChunkSettings:
     """Budget in word pieces. all-MiniLM-L6-v2 reads 256 tokens; WordPiece turns a piece
     into about 1.2 tokens on prose and up to 1.5 on code, and the title and heading path
-    come first, so 170 pieces keeps nearly every chunk inside the window (see README)."""
+    come first, so 170 pieces keeps nearly every chunk inside the window (see README).
+
+    ``version`` 2 adds a title vector per note (``title_text``); an index cut by
+    version 1 is re-chunked beside on upgrade, embedding only the titles."""
 
     max_pieces: int = 170
     min_pieces: int = 40
     overlap_pieces: int = 30
-    version: int = 1
+    version: int = 2
+
+    @property
+    def titles(self) -> bool:
+        """Whether each note also gets a vector of its title alone (from version 2)."""
+        return self.version >= 2
 
     def fingerprint(self) -> str:
         return ",".join(f"{k}={v}" for k, v in asdict(self).items())
@@ -143,6 +151,17 @@ def chunk_note(title: str, text: str, settings: ChunkSettings | None = None) -> 
             pieces.append((path, part))
     return [Chunk(i, path, body, path[-1] if path else None) for i, (path, body) in
             enumerate(pieces)]
+
+
+def title_text(note: Note, settings: ChunkSettings | None = None) -> str | None:
+    """What the model reads for the note's title vector (None: no title, or a chunker
+    without title vectors): its title, and under it, for a note from a folder, its path
+    there, which the keyword side searches with the title too (``path_alias``: a TIL
+    note's topic folder, a Dendron page's dotted name). A vector only: never a passage
+    shown, never a keyword row."""
+    if not (settings or ChunkSettings()).titles:
+        return None
+    return "\n".join(p for p in (note.title.strip(), path_alias(note) or "") if p) or None
 
 
 def note_chunks(note: Note, settings: ChunkSettings | None = None

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.index.database import Index
-from notewell.ingest.chunking import ChunkSettings, note_chunks
+from notewell.ingest.chunking import ChunkSettings, note_chunks, title_text
 from notewell.ingest.progress import Progress, Relay
 from notewell.model.embedding import Embedder
 from notewell.notes import Chunk, Note
@@ -49,8 +49,8 @@ class SyncReport:
     updated: int = 0
     unchanged: int = 0
     deleted: int = 0
-    embedded: int = 0  # chunks sent to the model
-    reused: int = 0  # chunks whose vector was already stored
+    embedded: int = 0  # texts sent to the model: passages and titles
+    reused: int = 0  # passages and titles whose vector was already stored
     pending: int = 0  # changed notes left unapplied (the sync was stopped)
     offloaded: int = 0  # notes a cloud drive keeps online only: kept as indexed, not read
     carried: int = 0  # a rebuild: notes it could not read, their rows from the live index
@@ -213,7 +213,7 @@ class Syncer:
                stored: dict) -> int:
         """Embed what is missing, then replace each note's rows; returns how many notes
         were left unwritten because a stop was requested while embedding."""
-        planned: list[tuple[Note, list[tuple[Chunk, str, str]]]] = []
+        planned: list[tuple[Note, list[tuple[Chunk, str, str]], str | None]] = []
         texts: dict[str, str] = {}
         for note in notes:
             rows = []
@@ -222,10 +222,14 @@ class Syncer:
                 h = Chunk.text_hash(text)
                 texts[h] = text
                 rows.append((chunk, url or source.passage_url(note, chunk.anchor), h))
-            planned.append((note, rows))
+            title, th = title_text(note, self.chunker), None
+            if title is not None:
+                th = Chunk.text_hash(title)
+                texts[th] = title
+            planned.append((note, rows, th))
         # Similar lengths together, as the model batches them: steps cost no speed.
         missing = sorted(self.index.missing_embeddings(texts), key=lambda h: (len(texts[h]), h))
-        total = sum(len(rows) for _, rows in planned)
+        total = sum(len(rows) + (th is not None) for _, rows, th in planned)
         report.embedded += len(missing)
         report.reused += total - len(missing)
         for i in range(0, len(missing), EMBED_STEP):
@@ -234,16 +238,16 @@ class Syncer:
             step = missing[i : i + EMBED_STEP]
             self.index.add_embeddings(step, self.embedder.embed_batch([texts[h] for h in step]))
         else:
-            for note, rows in planned:
-                self.index.replace_note(note, rows)
+            for note, rows, th in planned:
+                self.index.replace_note(note, rows, title=th)
             return 0
         # Stopped: write the notes whose vectors are all stored; the rest keep their old
         # rows and fingerprint, so the next sync picks them up and reuses these vectors.
         left = self.index.missing_embeddings(texts)
         unwritten = 0
-        for note, rows in planned:
-            if left.isdisjoint(h for _, _, h in rows):
-                self.index.replace_note(note, rows)
+        for note, rows, th in planned:
+            if left.isdisjoint([*(h for _, _, h in rows), th]):
+                self.index.replace_note(note, rows, title=th)
                 continue
             unwritten += 1
             if note.note_id in stored:

@@ -75,7 +75,8 @@ def run_demo(queries: list[str] | None = None) -> int:
     start = time.monotonic()
     for r in engine.sync(progress=True):
         print(f"indexed {r.source}: {r.added} added, {r.updated} updated, {r.unchanged} "
-              f"unchanged, {r.embedded} passages embedded in {time.monotonic() - start:.1f}s")
+              f"unchanged, {r.embedded} passages and titles embedded in "
+              f"{time.monotonic() - start:.1f}s")
     status = engine.status()
     engine.close()
     print(f"index: {status['notes']} notes, {status['chunks']} chunks, model {status['model']}")

@@ -190,7 +190,8 @@ class MarkdownSource:
             path=path,
             tags=tuple(collect_tags(meta, body)),
             # The path in the folder names the note too (a Dendron vault's
-            # ``dendron.topic.pod.cli.md`` is titled "CLI"): searched with the title.
+            # ``dendron.topic.pod.cli.md`` is titled "CLI"): searched with the title, and
+            # read with it into the title vector (``path_alias``: the last alias).
             aliases=(*meta_list(meta, "aliases", "alias"), rel.rsplit(".", 1)[0]),
             created=meta_created(meta),
             modified=st.st_mtime,
@@ -346,6 +347,14 @@ def _stem(rel: str) -> str:
 def _parents(rel: str) -> list[str]:
     parts = rel.split("/")[:-1]
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def path_alias(note: Note) -> str | None:
+    """A Markdown or Obsidian note's path in its folder, extension dropped (the alias
+    ``load`` adds last); None for a note of another source, or a loose PDF."""
+    if note.kind not in (MarkdownSource.kind, "obsidian") or not note.aliases:
+        return None
+    return note.aliases[-1]
 
 
 def decode_note(raw: bytes, path: str) -> str:
