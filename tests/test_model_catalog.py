@@ -428,7 +428,7 @@ def test_switch_to_a_catalog_model_and_back_reembeds_nothing(tiny, tmp_path, hom
     embedded.clear()
     assert cli.main(["model", "use", "all-MiniLM-L6-v2"]) == 0
     out = capsys.readouterr().out
-    assert "0 passages embedded" in out and "switched to all-MiniLM-L6-v2" in out
+    assert "; 0 embedded, " in out and "switched to all-MiniLM-L6-v2" in out
     assert "no daemon is running" in out
     assert embedded == []
     assert config.load().model is None
