@@ -74,6 +74,19 @@ def write_notes(root: Path, notes: dict[str, str] = NOTES) -> Path:
     return root
 
 
+def write_word_tokenizer(folder: Path, vocab: dict[str, int]) -> None:
+    """A word-level ``tokenizer.json`` for the tiny ONNX models tests build: lower-cased,
+    split on whitespace, ``[CLS] ... [SEP]`` (ids 2 and 3) around every text."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.Lowercase()
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    tok.save(str(folder / "tokenizer.json"))
+
+
 def vectors_by_id(ids, found_and_matrix) -> dict:
     """``Index.vector_matrix`` / ``VectorCache.matrix`` as {id: vector} for assertions."""
     found, matrix = found_and_matrix

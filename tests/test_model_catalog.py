@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import start_daemon, wait_synced, write_notes
+from helpers import start_daemon, wait_synced, write_notes, write_word_tokenizer
 from notewell import cli, config
 from notewell.engine import Engine
 from notewell.index import store
@@ -53,17 +53,11 @@ def tiny_model(folder: Path, dim: int = 128, constant: bool = False) -> dict[str
     every word the same vector, a model that cannot tell texts apart. Its files' bytes."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 
     folder.mkdir(parents=True, exist_ok=True)
     vocab = {w: i for i, w in enumerate(VOCAB)}
     assert len(vocab) <= dim
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tok.normalizer = normalizers.Lowercase()
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    tok.save(str(folder / "tokenizer.json"))
+    write_word_tokenizer(folder, vocab)
     emb = np.zeros((len(vocab), dim), np.float32)
     for i in range(1, len(vocab)):
         if i not in (2, 3):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import write_notes
+from helpers import write_notes, write_word_tokenizer
 from notewell import cli, config
 from notewell.engine import Engine, chunker_for, embedder_for
 from notewell.index import store
@@ -39,18 +39,12 @@ def tiny_model(folder: Path, dim: int = 32, output: str = "last_hidden_state",
     word-level tokenizer.json that adds [CLS] and [SEP]. No token_type_ids input."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 
     folder.mkdir(parents=True, exist_ok=True)
     vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3}
     for w in WORDS:
         vocab.setdefault(w, len(vocab))
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tok.normalizer = normalizers.Lowercase()
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    tok.save(str(folder / "tokenizer.json"))
+    write_word_tokenizer(folder, vocab)
 
     rng = np.random.default_rng(seed)
     emb = rng.normal(size=(len(vocab), dim)).astype(np.float32)
