@@ -170,7 +170,8 @@ def shared() -> Lexicon | None:
                 try:
                     _SHARED.append(read())
                     release_memory()  # the lists' strings, read a bin at a time
-                    log.info("word lists for typos: %d words in %.2f s", len(_SHARED[0]),
+                    # debug: a one-shot command's stderr is for what the user asked
+                    log.debug("word lists for typos: %d words in %.2f s", len(_SHARED[0]),
                              time.monotonic() - start)
                 except LexiconError as e:
                     log.warning("%s", e)
