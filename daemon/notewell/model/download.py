@@ -1,7 +1,8 @@
 """Fetching one file over HTTPS, resumably, with its size and hash checked.
 
-Only ``notewell model use`` calls this, when the user runs it: nothing else in notewell
-opens a network connection. Standard library only (``urllib``). The bytes go to
+Only ``notewell model use`` and ``model get`` call this, when the user runs them: nothing
+else in notewell opens a network connection. Standard library only (``urllib``). The bytes
+go to
 ``<dest>.part`` first, with ``<dest>.part.json`` saying which URL and size they belong to;
 an interrupted download (a cut connection, Ctrl-C) leaves both, and the next try asks
 for the rest with an HTTP ``Range`` request. A server that ignores ``Range`` (a ``200``
