@@ -2,8 +2,7 @@
 
 Only ``notewell model use`` and ``model get`` call this, when the user runs them: nothing
 else in notewell opens a network connection. Standard library only (``urllib``). The bytes
-go to
-``<dest>.part`` first, with ``<dest>.part.json`` saying which URL and size they belong to;
+go to ``<dest>.part`` first, with ``<dest>.part.json`` saying which URL and size they belong to;
 an interrupted download (a cut connection, Ctrl-C) leaves both, and the next try asks
 for the rest with an HTTP ``Range`` request. A server that ignores ``Range`` (a ``200``
 with the whole file) restarts the file from its first byte. The received file must have
