@@ -255,11 +255,10 @@ def corrected_text(text: str, found: list[QueryTerm]) -> str:
 def dense_text(q: Query, lexical: list[int], reads: Reads, ranking: Ranking,
                found: list[QueryTerm] | None = None) -> str:
     """What the model reads for a query: its typos corrected where the evidence is strong
-    (``found``: its terms). A
-    word still being typed is completed from the keyword hits ``lexical`` (chunk ids, best
-    first: "delete remote bra" -> "delete remote branch"): the model would read "bra" as a
-    word of its own. Without a completion, a fragment shorter than
-    ``min_partial_for_dense`` is left out rather than embedded."""
+    (``found``: its terms). A word still being typed is completed from the keyword hits
+    ``lexical`` (chunk ids, best first: "delete remote bra" -> "delete remote branch"):
+    the model would read "bra" as a word of its own. Without a completion, a fragment
+    shorter than ``min_partial_for_dense`` is left out rather than embedded."""
     text = corrected_text(q.text, found or [])
     if not q.partial or not q.words:
         return text

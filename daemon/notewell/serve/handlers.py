@@ -3,10 +3,9 @@
 Owns the ops (``ping``, ``status``, ``search``, ``similar``, ``sync``, ``stop``,
 ``restart`` (into the config and model on disk: ``notewell model use``), ``latest_query``,
 ``note``, ``tags``, ``recent``, ``index``, ``mcp``: the switch to an MCP session), their
-errors (a bad
-argument, as ``wire.requests`` checks it for every path, a bad date, an unknown note, a
-``RequestError`` become an error reply with its code),
-the protocol version check, the worker pool that runs the ops touching the index
+errors (a bad argument, as ``wire.requests`` checks it for every path, a bad date, an
+unknown note, a ``RequestError`` become an error reply with its code), the protocol
+version check, the worker pool that runs the ops touching the index
 (the rest answer on the connection's thread), the prepared answers of the search handler
 (``response_cache``) and the newest query Alfred asked for (the stale-Enter guard). An op
 that fails unexpectedly is logged with its type and place, never with the query, unless
