@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 
 import pytest
-from helpers import REPO, notewell_command, subprocess_env
+from helpers import REPO, notewell_command, subprocess_env, write_notes
 from notewell.cli.parser import build_parser
+from notewell.model.fake import FakeEmbedder
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
@@ -93,3 +95,53 @@ def test_search_through_the_daemon(daemon):
 @pytest.mark.parametrize("args", [["--help"], ["search", "--help"], ["index", "--help"]])
 def test_help_exits_zero(home, args):
     assert run(home, *args).returncode == 0
+
+
+def test_a_closed_pipe_ends_quietly(home, notes_config):
+    """`notewell search git | head -1`: no BrokenPipeError traceback once the reader left."""
+    assert run(home, "index").returncode == 0
+    read, write = os.pipe()
+    os.close(read)  # the reader has gone before anything is written
+    try:
+        out = subprocess.run(notewell_command("search", "banana"), stdout=write,
+                             stderr=subprocess.PIPE, text=True, env=subprocess_env(home),
+                             timeout=60)
+    finally:
+        os.close(write)
+    assert out.stderr == "" and out.returncode == 141
+
+
+class InterruptedEmbedder(FakeEmbedder):
+    """Ctrl-C arriving once more than ``after`` texts were embedded."""
+
+    def __init__(self, after: int) -> None:
+        super().__init__()
+        self.after = after
+
+    def embed_batch(self, texts):
+        if sum(self.calls) + len(texts) > self.after:
+            raise KeyboardInterrupt
+        return super().embed_batch(texts)
+
+
+def test_ctrl_c_during_index_says_what_was_kept_and_how_to_go_on(home, tmp_path, capsys):
+    from notewell import cli, config
+    from notewell.engine import Engine
+
+    notes = write_notes(tmp_path / "many", {f"n{i:02}.md": f"# Note {i}\n\nabout topic{i}\n"
+                                            for i in range(40)})
+    config.save(config.Config(sources=(config.SourceConfig("notes", "markdown", str(notes)),)))
+    # The first batch (sync.NOTES_PER_BATCH = 32 notes: a passage and a title each) is
+    # written whole before Ctrl-C arrives in the second.
+    assert cli.main(["index", "--quiet"], embedder=lambda: InterruptedEmbedder(70)) == 130
+    err = capsys.readouterr().err
+    assert "interrupted: the notes indexed so far are kept" in err
+    assert "run `notewell index` again" in err
+    engine = Engine(config.load(), embedder=FakeEmbedder())
+    kept = engine.status()["notes"]
+    engine.close()
+    assert 0 < kept < 40  # what was written before Ctrl-C stays, consistent
+    assert cli.main(["index", "--quiet"], embedder=FakeEmbedder) == 0
+    engine = Engine(config.load(), embedder=FakeEmbedder())
+    assert engine.status()["notes"] == 40 and not engine.index.consistency_problems()
+    engine.close()

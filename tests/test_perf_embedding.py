@@ -52,6 +52,7 @@ def test_batch_size_and_threads_do_not_change_vectors(real_embedder):
     assert other.fingerprint() == real_embedder.fingerprint()
 
 
+@pytest.mark.bench  # resident memory against a figure: make bench
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_batch_of_long_chunks_does_not_stay_resident():
     probe = (

@@ -19,8 +19,10 @@ from notewell.wire import paths
 
 EXT = REPO / "workflow" / "raycast"
 
-pytestmark = pytest.mark.skipif(shutil.which("npm") is None,
-                                reason="npm is not on PATH: the Raycast extension needs Node")
+# `npm ci` fetches packages and writes node_modules: with the installs (make test-install).
+pytestmark = [pytest.mark.install,
+              pytest.mark.skipif(shutil.which("npm") is None,
+                                 reason="npm is not on PATH: the Raycast extension needs Node")]
 
 
 def npm(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:

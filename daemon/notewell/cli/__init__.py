@@ -18,6 +18,7 @@ import sys
 
 TYPE_CHECKING = False  # not ``typing``'s: importing it costs ``notewell mcp`` ~4 ms
 if TYPE_CHECKING:
+    import argparse
     from collections.abc import Callable
 
     from notewell.model.embedding import Embedder
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None, *,
 
     from notewell.cli import manage, reads  # noqa: F401  (importing them registers commands)
     from notewell.cli.common import COMMANDS, default_embedder
-    from notewell.cli.parser import LIGHT_COMMANDS, build_parser
+    from notewell.cli.parser import build_parser
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -58,20 +59,40 @@ def main(argv: list[str] | None = None, *,
     if not args.command:
         parser.print_help()
         return 2
-    if args.command in LIGHT_COMMANDS:  # imports no index, model or config code
-        return COMMANDS[args.command](args)
-    from notewell.config import ConfigError
-    from notewell.index.schema import IndexProblem
-    from notewell.model.files import ModelError
-    from notewell.sources import SourceError
-
     try:
-        return COMMANDS[args.command](args)
-    except (ConfigError, IndexProblem, ModelError, SourceError) as e:
-        print(f"notewell: {e}", file=sys.stderr)
-        return 1
+        return _run(COMMANDS[args.command], args)
+    except BrokenPipeError:
+        # `notewell search git | head -1`: the reader has gone, so say nothing, as a
+        # command killed by SIGPIPE would; stdout goes to /dev/null so the interpreter's
+        # own flush at exit raises no second error.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         return 130
+
+
+def _run(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """One command, its known failures one line on stderr; stdout flushed here so a
+    closed pipe is seen by ``main``, not at exit."""
+    from notewell.cli.parser import LIGHT_COMMANDS
+
+    if args.command in LIGHT_COMMANDS:  # imports no index, model or config code
+        code = command(args)
+    else:
+        from notewell.config import ConfigError
+        from notewell.index.schema import IndexProblem
+        from notewell.model.files import ModelError
+        from notewell.sources import SourceError
+
+        try:
+            code = command(args)
+        except (ConfigError, IndexProblem, ModelError, SourceError) as e:
+            print(f"notewell: {e}", file=sys.stderr)
+            code = 1
+    sys.stdout.flush()
+    return code
 
 
 

@@ -74,7 +74,7 @@ def update_index(args: argparse.Namespace, *, rebuild: bool, quiet: bool,
     could not open the index) it is done here, holding the index's writer lock, which
     the daemon also takes before it writes; ``who`` is what another writer waiting for
     it is told."""
-    from notewell.wire import client, paths, protocol
+    from notewell.wire import client, protocol
 
     show = ShowProgress()
     try:
@@ -82,6 +82,11 @@ def update_index(args: argparse.Namespace, *, rebuild: bool, quiet: bool,
                            on_progress=show)
     except (FileNotFoundError, ConnectionRefusedError):
         reply = None
+    except KeyboardInterrupt:
+        show.close()
+        print("\nnotewell: stopped waiting; the daemon goes on with it in the background "
+              "(`notewell status` shows how far it is)", file=sys.stderr)
+        raise
     finally:
         show.close()
     if reply is not None and reply.get("ok"):
@@ -93,7 +98,24 @@ def update_index(args: argparse.Namespace, *, rebuild: bool, quiet: bool,
         print(f"notewell: the daemon has no index open ({err.get('message')}); doing it "
               "here: restart the daemon afterwards (`notewell agent restart`)",
               file=sys.stderr)
+    try:
+        return _update_here(args, rebuild=rebuild, quiet=quiet, who=who)
+    except KeyboardInterrupt:
+        # Each sync write is one transaction, so what was written stays; a rebuild is
+        # published only whole.
+        kept = ("the live index is unchanged; run `notewell index --rebuild` again"
+                if rebuild else
+                "the notes indexed so far are kept; run `notewell index` again to go on "
+                "(nothing embedded is embedded again)")
+        print(f"\nnotewell: interrupted: {kept}", file=sys.stderr)
+        raise
+
+
+def _update_here(args: argparse.Namespace, *, rebuild: bool, quiet: bool,
+                 who: str) -> list[dict]:
+    """``update_index`` in this process, under the index's writer lock."""
     from notewell.index import writer
+    from notewell.wire import paths
 
     with writer.hold(paths.index_dir(), who, on_wait=say_waiting):
         if rebuild:

@@ -59,6 +59,7 @@ def read_op(args: argparse.Namespace, op: str, **kw) -> dict:
 
 def _library_call(engine, op: str, a: dict) -> dict:
     """What the daemon's handler for ``op`` answers, from a one-shot engine."""
+    from notewell.engine import NoteNotFound
     from notewell.wire.requests import FILTERS
 
     filters = {k: a[k] for k in FILTERS if k in a}  # search's and recent's
@@ -72,8 +73,11 @@ def _library_call(engine, op: str, a: dict) -> dict:
     if op == "tags":
         return {"tags": engine.tags(a["prefix"])}
     if op == "similar":
-        return {"hits": [h.to_dict() for h in engine.similar(a["note_id"], a["limit"])],
-                "notices": []}
+        hits = engine.similar(a["note_id"], a["limit"])
+        if not hits and a["strict"] and engine.index.reads.note_record(a["note_id"]) is None:
+            raise NoteNotFound(f"no note with id {a['note_id'][:200]!r}; note ids come from "
+                               "search results (note_id)")
+        return {"hits": [h.to_dict() for h in hits], "notices": []}
     raise ValueError(f"no library call for op {op!r}")
 
 
@@ -122,9 +126,8 @@ def cmd_tags(args: argparse.Namespace) -> int:
 
 @command
 def cmd_similar(args: argparse.Namespace) -> int:
-    result = read_op(args, "similar", note_id=args.note_id, limit=args.limit)
-    if not result["hits"]:
-        result["notices"].append(f"no note with id {args.note_id!r} (ids: `search --json`)")
+    # strict: an unknown id is an error (exit 1), not an empty list.
+    result = read_op(args, "similar", note_id=args.note_id, limit=args.limit, strict=True)
     print_hits(result["hits"], result["notices"], args.json)
     return 0
 
