@@ -145,3 +145,11 @@ def test_ctrl_c_during_index_says_what_was_kept_and_how_to_go_on(home, tmp_path,
     engine = Engine(config.load(), embedder=FakeEmbedder())
     assert engine.status()["notes"] == 40 and not engine.index.consistency_problems()
     engine.close()
+
+
+def test_similar_to_an_unknown_note_is_an_error(home, notes_config):
+    assert run(home, "index").returncode == 0
+    out = run(home, "similar", "notes:nope.md")
+    assert out.returncode == 1 and "no note with id 'notes:nope.md'" in out.stderr
+    known = run(home, "similar", "notes:kitchen/banana-bread.md", "--json")
+    assert known.returncode == 0 and json.loads(known.stdout)
