@@ -31,7 +31,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     config = load_config()
     if not config.sources:
         print(f"notewell: no sources in {config.path}; add a [[sources]] table "
-              "(see README) or run `notewell setup`", file=sys.stderr)
+              "(README, \"Configuration\") or run `notewell setup`", file=sys.stderr)
         return 1
     start = time.monotonic()
     reports = update_index(args, rebuild=args.rebuild, quiet=args.quiet,
@@ -334,7 +334,7 @@ def _eval_self(args: argparse.Namespace, methods: list[str], ranking) -> int:
             configs = list(config.sources)
             if not configs:
                 print(f"notewell: no sources in {config.path}; pass --notes DIR, or add a "
-                      "[[sources]] table (see README)", file=sys.stderr)
+                      "[[sources]] table (see README, \"Configuration\")", file=sys.stderr)
                 return 1
             sources = [open_source(c) for c in configs]
             what = ", ".join(c.name for c in configs)

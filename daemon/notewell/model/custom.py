@@ -79,7 +79,7 @@ def open_folder(path: str, *, pooling: str | None = None, normalize: bool | None
     folder = os.path.abspath(os.path.expanduser(path))
     if not os.path.isdir(folder):
         raise ModelError(f"[model] path {folder} is not a folder: point it at the folder "
-                         f"holding {MODEL_FILE} and {TOKENIZER_FILE} (see README, "
+                         f"holding {MODEL_FILE} and {TOKENIZER_FILE} (see docs/languages.md, "
                          "\"Your own model\")")
     files = ModelFiles(os.path.join(folder, MODEL_FILE), os.path.join(folder, TOKENIZER_FILE))
     missing = [os.path.basename(f) for f in (files.model, files.tokenizer)
@@ -87,7 +87,7 @@ def open_folder(path: str, *, pooling: str | None = None, normalize: bool | None
     if missing:
         raise ModelError(f"{folder} has no {' or '.join(missing)}: export the model with "
                          "`optimum-cli export onnx --task feature-extraction` and copy the "
-                         "whole output folder (see README, \"Your own model\")")
+                         "whole output folder (see docs/languages.md, \"Your own model\")")
     found = _folder_defaults(folder)
     pooling = pooling if pooling is not None else found.get("pooling", "mean")
     if pooling not in POOLINGS:

@@ -70,7 +70,7 @@ class EmbedSettings:
     passage_prefix: str = ""
 
 
-# Chosen by measurement on a 2-core Xeon (bench/indexing.py; see README, Performance):
+# Chosen by measurement on a 2-core Xeon (bench/indexing.py; bench/README.md):
 # small batches are faster, not slower (attention tensors of a big batch of long chunks
 # fall out of cache): 29-30 chunks/s at 1-2 texts per run, 17-21 at 16, 15-17 at 32, and
 # peak memory 276 MB instead of 650 MB at 16.
@@ -216,14 +216,15 @@ def _signature(session, where: str) -> tuple[list[str], str, int]:
         raise ModelError(
             f"{where} takes inputs {inputs}; notewell feeds input_ids, attention_mask and "
             "token_type_ids (input_ids required): export the model with "
-            "`optimum-cli export onnx --task feature-extraction` (see README)")
+            "`optimum-cli export onnx --task feature-extraction` (see docs/languages.md, "
+            "\"Your own model\")")
     outputs = {o.name: o for o in session.get_outputs()}
     name = next((n for n in TOKEN_OUTPUTS + POOLED_OUTPUTS if n in outputs), None)
     if name is None:
         raise ModelError(
             f"{where} has outputs {sorted(outputs)}; notewell reads last_hidden_state "
             "(or token_embeddings, or sentence_embedding): export it with "
-            "`--task feature-extraction` (see README)")
+            "`--task feature-extraction` (see docs/languages.md, \"Your own model\")")
     shape = outputs[name].shape
     want_rank = 3 if name in TOKEN_OUTPUTS else 2
     if len(shape) != want_rank:

@@ -70,7 +70,7 @@ def custom_embedder(folder: ModelFolder) -> OnnxEmbedder:
         raise ModelError(f"the model in {folder.path} does not load or run: "
                          f"{type(e).__name__}: {first[:300]} -> export it again with "
                          "`optimum-cli export onnx --task feature-extraction` and copy the "
-                         "whole folder (see README, \"Your own model\")") from None
+                         "whole folder (see docs/languages.md, \"Your own model\")") from None
     if vectors.shape != (1, embedder.dim) or not vectors.any():
         raise ModelError(f"the model in {folder.path} gave vectors of shape {vectors.shape}, "
                          f"expected (1, {embedder.dim})")

@@ -104,7 +104,8 @@ def check_config():
                      "`notewell setup`"), None
     if not cfg.sources:
         return Check("config", FAIL, f"no sources in {cfg.path}",
-                     "run `notewell setup` (or add a [[sources]] table, see README)"), cfg
+                     "run `notewell setup` (or add a [[sources]] table: README, "
+                     "\"Configuration\")"), cfg
     names = ", ".join(f"{s.name} ({s.type})" for s in cfg.sources)
     return Check("config", OK, f"{cfg.path}: {names}"), cfg
 

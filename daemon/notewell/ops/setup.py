@@ -121,7 +121,8 @@ def run(yes: bool = False, *, index: bool = True, agent: bool = True, workflow: 
             say("  no Bear database found (is Bear installed and opened once?)")
     if not proposed.sources:
         say("no notes found: add a [[sources]] table to "
-            f"{proposed.path or paths.config_path()} (see README), then run setup again")
+            f"{proposed.path or paths.config_path()} (see README, \"Configuration\"), then "
+            "run setup again")
         return 1
     changed = bool(added) or not os.path.exists(proposed.path or paths.config_path())
     say(f"\nconfig ({proposed.path or paths.config_path()}):\n")
