@@ -136,33 +136,51 @@ def is_inside(real_root: str, path: str) -> bool:
 
 
 _O_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+_O_FILE = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+# How opening a link with O_NOFOLLOW fails: ELOOP (Linux, macOS), EMLINK (FreeBSD), and
+# ENOTDIR for a link to a folder opened as a folder (Linux).
+_A_LINK = (errno.ELOOP, errno.EMLINK, errno.ENOTDIR)
 
 
 def open_inside(root: str, rel: str) -> int:
     """A read-only descriptor of ``root/rel``, opened only where it resolves inside
     ``root``: raises ``LinkOut`` for a link out, ``OSError`` as ``os.open`` does.
 
-    Links inside the root are resolved first; then the resolved path is opened one folder
-    at a time from the root, each step refusing a link (``O_NOFOLLOW``), so a link swapped
-    in after the check fails to open (ELOOP) instead of leading out. ``O_NONBLOCK``: the
-    file may be a FIFO (the caller ``fstat``s what it got)."""
+    The path is opened one folder at a time from the root, each step refusing a link
+    (``O_NOFOLLOW``); where a step meets one, the path's links are resolved, checked to
+    stay inside, and the resolved path opened the same way. So a link swapped in after
+    any check fails to open instead of leading out. ``O_NONBLOCK``: the file may be a
+    FIFO (the caller ``fstat``s what it got)."""
     real_root = os.path.realpath(root)
+    if os.open not in os.supports_dir_fd:  # pragma: no cover - macOS and Linux have it
+        return os.open(_resolved(root, rel, real_root), _O_FILE)
+    parts = rel.split("/")
+    if not any(p in ("", os.curdir, os.pardir) for p in parts):  # else: resolve first
+        try:
+            return _open_steps(real_root, parts)
+        except OSError as e:
+            if e.errno not in _A_LINK:
+                raise
+    inner = os.path.relpath(_resolved(root, rel, real_root), real_root)
+    return _open_steps(real_root, [] if inner == os.curdir else inner.split(os.sep))
+
+
+def _resolved(root: str, rel: str, real_root: str) -> str:
     path = os.path.join(root, rel)
     real = os.path.realpath(path)
-    inner = os.path.relpath(real, real_root)
-    if inner == os.pardir or inner.startswith(os.pardir + os.sep) or os.path.isabs(inner):
+    if not (real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)):
         raise LinkOut(path, real)
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
-    if os.open not in os.supports_dir_fd:  # pragma: no cover - macOS and Linux have it
-        return os.open(real, flags)
-    parts = [] if inner == os.curdir else inner.split(os.sep)
+    return real
+
+
+def _open_steps(real_root: str, parts: list[str]) -> int:
     fd = os.open(real_root, _O_DIR)
     try:
         for part in parts[:-1]:
             step = os.open(part, _O_DIR, dir_fd=fd)
             os.close(fd)
             fd = step
-        return os.open(parts[-1], flags, dir_fd=fd) if parts else os.dup(fd)
+        return os.open(parts[-1], _O_FILE, dir_fd=fd) if parts else os.dup(fd)
     finally:
         os.close(fd)
 
