@@ -106,6 +106,9 @@ def check_config():
         return Check("config", FAIL, f"no sources in {cfg.path}",
                      "run `notewell setup` (or add a [[sources]] table, see README)"), cfg
     names = ", ".join(f"{s.name} ({s.type})" for s in cfg.sources)
+    if cfg.warnings:  # allowed, but probably not meant (an exclude of every note)
+        return Check("config", WARN, f"{cfg.path}: {names}; {'; '.join(cfg.warnings)}",
+                     "fix the exclude patterns in config.toml"), cfg
     return Check("config", OK, f"{cfg.path}: {names}"), cfg
 
 

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from notewell.config import glob_to_regex
 from notewell.sources.base import DENIED, FolderUnreadable, LinkOut, is_denied
+
+__all__ = ["glob_to_regex", "open_inside", "walk"]  # glob_to_regex: exclude's, in config
 
 NOTE_EXTENSIONS = (".md", ".markdown")
 SF_DATALESS = 0x40000000  # <sys/stat.h>: the file's data is not on this Mac
@@ -183,34 +185,6 @@ def _open_steps(real_root: str, parts: list[str]) -> int:
         return os.open(parts[-1], _O_FILE, dir_fd=fd) if parts else os.dup(fd)
     finally:
         os.close(fd)
-
-
-def glob_to_regex(glob: str) -> re.Pattern[str]:
-    """Gitignore-like globs on '/'-separated relative paths: ``*`` stays within a folder,
-    ``**`` crosses folders, a trailing ``/`` or ``/**`` means everything below."""
-    g = glob.strip().lstrip("/")
-    if g.endswith("/"):
-        g += "**"
-    out, i = [], 0
-    while i < len(g):
-        if g.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif g.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif g[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif g[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(g[i]))
-            i += 1
-    # A pattern without '/' matches at any depth, as in .gitignore.
-    prefix = "" if "/" in glob.strip().rstrip("/") else "(?:.*/)?"
-    return re.compile(prefix + "".join(out) + "$")
 
 
 def unreadable_error(source: str, root: str, unreadable: dict[str, OSError],
