@@ -300,7 +300,7 @@ def _bad_vault(root: Path) -> dict[str, str]:
     with open(bad / "huge.md", "wb") as f:  # 20 MB
         f.write(b"# Huge\n\n" + b"word " * (4 * 1024 * 1024))
     os.mkfifo(bad / "fifo.md")  # opening it for reading would block forever
-    os.symlink("/dev/zero", bad / "zero.md")  # reading it would never end
+    os.symlink("/dev/zero", bad / "zero.md")  # out of the folder: skipped, never read
     os.symlink(".", bad / "loop")  # a folder loop
     os.symlink("b-link.md", bad / "a-link.md")  # a file symlink loop
     os.symlink("a-link.md", bad / "b-link.md")
@@ -309,8 +309,7 @@ def _bad_vault(root: Path) -> dict[str, str]:
     (bad / "vanishing.md").write_text("# Vanishing\n\ndeleted between scan and load\n")
     (root / "latin1.md").write_bytes("# Café notes\n\nCrème brûlée recipe.\n".encode("cp1252"))
     return {"binary.md": "binary", "utf16-broken.md": "could not be read", "huge.md": "MB",
-            "fifo.md": "not a regular file", "zero.md": "not a regular file",
-            "denied.md": "permission denied"}
+            "fifo.md": "not a regular file", "denied.md": "permission denied"}
 
 
 def test_bad_notes_are_skipped_with_one_warning_each_and_the_rest_indexed(
@@ -355,6 +354,7 @@ def test_bad_notes_are_skipped_with_one_warning_each_and_the_rest_indexed(
         assert len(mine) == 1 and why in mine[0], (name, report.warnings)
         assert sum(name in r.getMessage() for r in caplog.records) == 1, name
     assert len(report.warnings) == len(expected), report.warnings
+    assert report.links_out == 1  # zero.md -> /dev/zero, counted, not read (issue 36.3)
     assert not engine.index.consistency_problems()
 
     caplog.clear()
@@ -363,6 +363,7 @@ def test_bad_notes_are_skipped_with_one_warning_each_and_the_rest_indexed(
     engine.close()
     print("skipped with one warning each: " + ", ".join(sorted(expected)) +
           "; skipped silently by the folder walk: loop, a-link.md/b-link.md, dangling.md; "
+          "a link out of the folder, counted: zero.md; "
           "vanished: vanishing.md")
 
 

@@ -1,15 +1,20 @@
 """The user's configuration: ``$NOTEWELL_HOME/config.toml``.
 
-Sources are ``[[sources]]`` tables with ``name``, ``type``, ``path`` and ``exclude``; any
-other key is kept in ``options`` for the source type to read (e.g. Bear's
-``include_archived``). An optional ``[model]`` table names a model folder of the user's
-own (``ModelConfig``; checked and loaded by ``model.custom``). A missing file means no
-sources, not an error.
+Sources are ``[[sources]]`` tables with ``name``, ``type``, ``path`` and ``exclude``; the
+other keys a source type reads (``SOURCE_OPTIONS``: Bear's ``include_archived``, a
+folder's ``pdfs``) are kept in ``options``. An optional ``[model]`` table names a model
+folder of the user's own (``ModelConfig``; checked and loaded by ``model.custom``). A
+missing file means no sources, not an error. A table or key notewell does not know is
+an error naming the nearest known one (a misspelt ``exlude`` would index what it meant
+to keep out); a relative ``path`` is read from the config file's folder; an ``exclude``
+that leaves no note is a warning (``Config.warnings``, logged when the file is loaded).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import logging
 import os
 import re
 import sys
@@ -24,7 +29,15 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+log = logging.getLogger(__name__)
+
 SOURCE_TYPES = ("markdown", "obsidian", "bear")
+SOURCE_KEYS = ("name", "type", "path", "exclude")
+_FOLDER_OPTIONS = ("url_template", "new_note_url", "pdfs", "pdf_max_mb")
+# The keys each type reads besides ``SOURCE_KEYS``.
+SOURCE_OPTIONS = {"markdown": _FOLDER_OPTIONS, "obsidian": _FOLDER_OPTIONS,
+                  "bear": ("include_archived",)}
+TOP_KEYS = ("sources", "debug_log", "model")
 
 
 class ConfigError(Exception):
@@ -66,6 +79,8 @@ class Config:
     debug_log: bool = False
     path: str | None = None
     model: ModelConfig | None = None
+    # What is allowed but probably not meant (an exclude that leaves no note).
+    warnings: tuple[str, ...] = ()
 
 
 def load(path: str | None = None) -> Config:
@@ -77,11 +92,53 @@ def load(path: str | None = None) -> Config:
             data = tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path} is not valid TOML: {e}") from None
-    return parse(data, path)
+    cfg = parse(data, path)
+    for warning in cfg.warnings:
+        log.warning("%s", warning)
+    return cfg
+
+
+_TOP_SHOWN = {"sources": "[[sources]]", "model": "[model]", "debug_log": "'debug_log'"}
+
+
+def _unknown(shown: str, known: dict[str, str], where: str) -> str:
+    """The message for a key or table ``shown`` (as written) not among ``known`` (name ->
+    as written), naming the nearest known one."""
+    name = shown.strip("[]'")
+    near = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    hint = (f"did you mean {known[near[0]]}?" if near
+            else f"known: {', '.join(known.values())}")
+    what = "key" if shown.startswith("'") else "table"
+    return f"unknown {what} {shown} {where}: {hint}"
+
+
+def _check_top(data: dict, path: str | None) -> None:
+    where = f"in {path or 'config'}"
+    for key, value in data.items():
+        if key in TOP_KEYS:
+            continue
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            shown = f"[[{key}]]"
+        else:
+            shown = f"[{key}]" if isinstance(value, dict) else f"'{key}'"
+        raise ConfigError(_unknown(shown, _TOP_SHOWN, where))
+    if not isinstance(data.get("sources", []), list):
+        raise ConfigError(f"'sources' {where} must be [[sources]] tables")
+
+
+def _source_path(value: object, config_path: str | None) -> str:
+    """A source's folder as an absolute path; a relative one is read from the config
+    file's folder, as the file is (not from wherever the command was run)."""
+    path = os.path.expanduser(str(value))
+    if not os.path.isabs(path) and config_path:
+        path = os.path.join(os.path.dirname(os.path.abspath(config_path)), path)
+    return os.path.abspath(path)
 
 
 def parse(data: dict, path: str | None = None) -> Config:
+    _check_top(data, path)
     sources = []
+    warnings: list[str] = []
     seen: set[str] = set()
     for i, raw in enumerate(data.get("sources", [])):
         where = f"[[sources]] #{i + 1} in {path or 'config'}"
@@ -95,9 +152,19 @@ def parse(data: dict, path: str | None = None) -> Config:
         seen.add(name)
         if kind not in SOURCE_TYPES:
             raise ConfigError(f"{where}: 'type' must be one of {', '.join(SOURCE_TYPES)}")
+        named = f"in [[sources]] {name!r} ({path or 'config'})"
+        known = SOURCE_KEYS + SOURCE_OPTIONS[kind]
+        for key in raw:
+            if key in known:
+                continue
+            others = [t for t in SOURCE_TYPES if key in SOURCE_OPTIONS[t]]
+            if others:
+                raise ConfigError(f"'{key}' {named} does not apply to a {kind} source (only "
+                                  f"to {' and '.join(others)} sources): remove it")
+            raise ConfigError(_unknown(f"'{key}'", {k: f"'{k}'" for k in known}, named))
         src_path = raw.get("path")
         if src_path is not None:
-            src_path = os.path.abspath(os.path.expanduser(str(src_path)))
+            src_path = _source_path(src_path, path)
         elif kind != "bear":
             raise ConfigError(f"{where}: a {kind} source needs 'path'")
         exclude = raw.get("exclude", [])
@@ -105,11 +172,52 @@ def parse(data: dict, path: str | None = None) -> Config:
             exclude = [exclude]
         if not all(isinstance(g, str) for g in exclude):
             raise ConfigError(f"{where}: 'exclude' must be a list of glob strings")
-        options = {k: v for k, v in raw.items() if k not in ("name", "type", "path", "exclude")}
+        options = {k: v for k, v in raw.items() if k not in SOURCE_KEYS}
         _check_pdf_options(where, kind, options)
+        everything = [g for g in exclude if _excludes_every_note(g)]
+        if everything and kind != "bear":
+            warnings.append(f"exclude {everything[0]!r} {named} leaves out every note: "
+                            "nothing of this source is indexed; name the folders to leave "
+                            "out instead (\"private/**\")")
         sources.append(SourceConfig(name, kind, src_path, tuple(exclude), options))
     return Config(tuple(sources), bool(data.get("debug_log", False)), path,
-                  parse_model(data.get("model"), path))
+                  parse_model(data.get("model"), path), tuple(warnings))
+
+
+def glob_to_regex(glob: str) -> re.Pattern[str]:
+    """Gitignore-like globs on '/'-separated relative paths: ``*`` stays within a folder,
+    ``**`` crosses folders, a trailing ``/`` or ``/**`` means everything below."""
+    g = glob.strip().lstrip("/")
+    if g.endswith("/"):
+        g += "**"
+    out, i = [], 0
+    while i < len(g):
+        if g.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif g.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif g[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif g[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(g[i]))
+            i += 1
+    # A pattern without '/' matches at any depth, as in .gitignore.
+    prefix = "" if "/" in glob.strip().rstrip("/") else "(?:.*/)?"
+    return re.compile(prefix + "".join(out) + "$")
+
+
+def _excludes_every_note(glob: str) -> bool:
+    """Whether an exclude pattern leaves out a note at the top and one in any folder
+    (``**``, ``*``, ``*.md``), or every folder with the top's notes."""
+    rx = glob_to_regex(glob)
+    top = bool(rx.match("note.md"))
+    return top and (bool(rx.match("folder/note.md")) or bool(rx.match("folder/")))
 
 
 def parse_model(raw, path: str | None = None) -> ModelConfig | None:

@@ -25,7 +25,7 @@ from notewell.index import store
 from notewell.index.database import Index
 from notewell.index.schema import SCHEMA_VERSION, BuildSettings
 from notewell.ingest.chunking import ChunkSettings, heading_paths, section
-from notewell.ingest.sync import ProgressBars, Syncer, SyncReport
+from notewell.ingest.sync import ProgressBars, Syncer, SyncReport, UnreadableNotes
 from notewell.model.custom import open_folder
 from notewell.model.embedding import Embedder
 from notewell.model.runtime import custom_embedder, default_embedder
@@ -77,6 +77,7 @@ class Engine:
         self._held = threading.local()  # the generation this thread's request holds
         self.sources: list[Source] = [open_source(s) for s in config.sources]
         self._sync_lock = threading.Lock()
+        self._unreadable = UnreadableNotes()  # notes that failed: across syncs, one warning
 
     def close(self) -> None:
         self.generations.close()
@@ -300,6 +301,8 @@ class Engine:
                 "pending": row.get("pending", 0),
                 "behind_since": row.get("behind_since"),
                 "offloaded": row.get("offloaded", 0),  # in iCloud, not downloaded
+                # Links out of the folder the last scan skipped, and one of them.
+                "links_out": row.get("links_out", 0), "link_out": row.get("link_out"),
             })
         syncs = [s["last_sync"] for s in sources if s["last_sync"]]
         return {
@@ -350,7 +353,8 @@ class Engine:
                 self.reopen(final)
             return reports
         with self._sync_lock:
-            syncer = Syncer(self.index, self.embedder, self.chunker, should_stop)
+            syncer = Syncer(self.index, self.embedder, self.chunker, should_stop,
+                            unreadable=self._unreadable)
             reports = []
             for src in self.sources:
                 if only is not None and src.name not in only:

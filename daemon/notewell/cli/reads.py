@@ -165,6 +165,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         if s.get("offloaded"):
             n = s["offloaded"]
             line += f", {n} note{'s' if n != 1 else ''} in iCloud, not downloaded"
+        if s.get("links_out"):
+            n = s["links_out"]
+            line += (f", {n} link{'s' if n != 1 else ''} out of the folder skipped "
+                     f"(e.g. {s.get('link_out')})")
         if s.get("behind_since"):
             line += f", behind for {(time.time() - s['behind_since']) / 60:.0f} min"
         if s.get("last_error"):

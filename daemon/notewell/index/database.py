@@ -49,6 +49,8 @@ class StoredNote:
     note_id: str
     fingerprint: str
     content_hash: str
+    url: str = ""  # where the note opens, and its file: a sync compares them with the
+    path: str | None = None  # source's, so a moved folder moves its links
 
 
 class Index:
@@ -149,7 +151,8 @@ class Index:
 
     def stored_notes(self, source: str) -> dict[str, StoredNote]:
         rows = self.db.execute(
-            "SELECT id, note_id, fingerprint, content_hash FROM notes WHERE source = ?",
+            "SELECT id, note_id, fingerprint, content_hash, url, path FROM notes "
+            "WHERE source = ?",
             (source,),
         )
         return {r[1]: StoredNote(*r) for r in rows}
@@ -319,14 +322,18 @@ class Index:
         return unused
 
     def record_sync(self, source: str, kind: str, error: str | None = None,
-                    pending: int = 0, offloaded: int | None = None) -> None:
+                    pending: int = 0, offloaded: int | None = None,
+                    links_out: Sequence[str] = ()) -> None:
         """``offloaded``: notes a cloud drive keeps online only, None when the scan could
-        not tell (the last count stays)."""
+        not tell (the last count stays, as do ``links_out``: the links out of the source's
+        folder the scan skipped)."""
         now = time.time()
         # behind_since: since when the index has not reflected the source (changes left
         # to apply, or failing syncs); cleared by a complete, error-free sync.
         behind = now if error is not None or pending else None
-        state = None if offloaded is None else json.dumps({"offloaded": offloaded})
+        state = None if offloaded is None else json.dumps(
+            {"offloaded": offloaded, "links_out": len(links_out),
+             "link_out": links_out[0] if links_out else None})
         with self.db:
             self.db.execute(
                 """INSERT INTO sources(name, kind, last_sync, last_error, pending, behind_since,
@@ -465,6 +472,8 @@ class Index:
         for *values, state in rows:
             row = dict(zip(keys, values))
             row["offloaded"] = int(_state(state).get("offloaded") or 0)
+            row["links_out"] = int(_state(state).get("links_out") or 0)
+            row["link_out"] = _state(state).get("link_out")
             out.append(row)
         return out
 

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from notewell.clock import SYSTEM_CLOCK, Clock
-from notewell.index.database import Index
+from notewell.index.database import Index, StoredNote
 from notewell.ingest.chunking import ChunkSettings, note_chunks, title_text
 from notewell.ingest.progress import Progress, Relay
 from notewell.model.embedding import Embedder
-from notewell.notes import Chunk, Note
+from notewell.notes import Chunk, Note, NoteStub
 from notewell.sources import Listing, Source, SourceError, SourceWarning
 from notewell.sources.base import FolderUnreadable
 
@@ -31,11 +31,6 @@ NOTES_PER_BATCH = 32
 # honoured between steps, so SIGTERM waits for one small model call at most; batches of
 # 4 to 16 embed at the same rate (measured: 10.2-10.9 chunks/s on the loaded 2-core box).
 EMBED_STEP = 8
-_UNREADABLE = object()
-# Per source object: note id -> (fingerprint, message, when) of a note that could not be
-# read. It is not read again until it changes or RETRY_UNREADABLE passes, and the same
-# failure is logged once, so each bad file costs one warning, not one per sync.
-_UNREADABLE_SEEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 RETRY_UNREADABLE = 600.0
 # Where a sync's progress goes, by label and total: a bar on stderr (``True``), or the
 # caller's own, such as the daemon relaying it to the command that asked.
@@ -53,6 +48,7 @@ class SyncReport:
     reused: int = 0  # passages and titles whose vector was already stored
     pending: int = 0  # changed notes left unapplied (the sync was stopped)
     offloaded: int = 0  # notes a cloud drive keeps online only: kept as indexed, not read
+    links_out: int = 0  # links resolving outside the source's folder: skipped, not read
     carried: int = 0  # a rebuild: notes it could not read, their rows from the live index
     # A rebuild: every note the scan could not read (``error``'s folders, offloaded) was
     # carried over, so the build lacks nothing of this source and may be published.
@@ -68,14 +64,82 @@ class SyncReport:
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in (
             "source", "added", "updated", "unchanged", "deleted", "embedded", "reused",
-            "pending", "offloaded", "carried", "carried_all", "warnings", "error",
+            "pending", "offloaded", "links_out", "carried", "carried_all", "warnings", "error",
             "seconds")}
 
 
+class UnreadableNotes:
+    """The notes that could not be read, per source object: note id -> (fingerprint,
+    message, when). Such a note is not read again until it changes or ``RETRY_UNREADABLE``
+    passes, and the same failure is logged once, so each bad file costs one warning, not
+    one per sync. Owned by whoever syncs the same sources over time (the ``Engine``; a
+    ``Syncer`` made without one keeps its own); used only by the syncing thread."""
+
+    def __init__(self) -> None:
+        self._seen: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def of(self, source: Source) -> dict[str, tuple[str, str, float]]:
+        try:
+            return self._seen.setdefault(source, {})
+        except TypeError:  # a source that cannot be weakly referenced: warn every sync
+            return {}
+
+
+@dataclass
+class Diff:
+    """What a scan means for the index, before any note is read."""
+
+    gone: list[str]  # stored notes the scan no longer lists, nor keeps: to delete
+    todo: list[NoteStub]  # notes new or with another fingerprint: to read
+    unchanged: int  # listed with the fingerprint stored
+    offloaded: int  # kept as indexed, online only (``Listing.offloaded_count``)
+
+
+def diff(listing: Listing, stored: Mapping[str, StoredNote]) -> Diff:
+    """Compare a scan with the stored fingerprints (no I/O)."""
+    stubs = {s.note_id: s for s in listing}
+    gone = [n for n in stored.keys() - stubs.keys()
+            if not listing.keeps(n)]  # not seen, not gone: unreadable or offloaded
+    todo = [s for s in stubs.values()
+            if s.note_id not in stored or stored[s.note_id].fingerprint != s.fingerprint]
+    return Diff(gone, todo, len(stubs) - len(todo), listing.offloaded_count(stored))
+
+
+# What reading one changed note tells the sync to do (``Loaded.action``).
+SKIP = "skip"  # nothing: unreadable a moment ago, or gone and never stored
+UNREADABLE = "unreadable"  # keep its old rows (dropping them would lose results)
+GONE = "gone"  # delete its rows
+TOUCH = "touch"  # same content where it was: record the new fingerprint and dates
+WRITE = "write"  # new or changed: cut, embed what is missing, replace its rows
+
+
+@dataclass
+class Loaded:
+    action: str
+    note: Note | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Written:
+    """What one batch's write did: the notes written, and how many texts it embedded and
+    reused (of the notes left unwritten too)."""
+
+    notes: list[Note]
+    embedded: int
+    reused: int
+
+
 class Syncer:
+    """One sync of a source runs four steps, each its own method: ``scan`` (the cheap
+    listing), ``diff`` (against the stored fingerprints), ``load`` (each changed note
+    read, and what to do with it) and ``write`` (a batch embedded and stored); ``sync``
+    runs them and counts once what happened."""
+
     def __init__(self, index: Index, embedder: Embedder, chunker: ChunkSettings,
                  should_stop: Callable[[], bool] = lambda: False,
-                 clock: Clock = SYSTEM_CLOCK, carry_from: str | None = None) -> None:
+                 clock: Clock = SYSTEM_CLOCK, carry_from: str | None = None,
+                 unreadable: UnreadableNotes | None = None) -> None:
         self.index = index
         self.embedder = embedder
         self.chunker = chunker
@@ -84,135 +148,121 @@ class Syncer:
         # A rebuild writing a fresh index: the live index file, whose rows of the notes a
         # scan keeps but cannot read (offloaded, under an unreadable folder) are carried.
         self.carry_from = carry_from
+        self.unreadable = unreadable if unreadable is not None else UnreadableNotes()
 
     def sync(self, source: Source, progress: bool | ProgressBars = False) -> SyncReport:
         report = SyncReport(source.name)
         start = self.clock.monotonic()
         try:
-            found = source.scan()
-            stubs = {s.note_id: s for s in found}
+            listing = self.scan(source)
         except SourceError as e:
             report.error = str(e)
             self.index.record_sync(source.name, source.kind, error=report.error)
             log.warning("%s", e if isinstance(e, FolderUnreadable) else
                         f"source {source.name}: {e}")
             return report
-        listing = found if isinstance(found, Listing) else Listing()
         if listing.error is not None:
             # Some folders could not be listed: their notes stay, the rest is synced.
             report.error = str(listing.error)
             log.warning("%s", listing.error)
-        self._carry(source, listing, stubs.keys(), report)
+        self._carry(source, listing, {s.note_id for s in listing}, report)
         stored = self.index.stored_notes(source.name)
-        for note_id in stored.keys() - stubs.keys():
-            if listing.keeps(note_id):  # not seen, not gone: unreadable or offloaded
-                continue
+        plan = diff(listing, stored)
+        for note_id in plan.gone:
             self.index.delete_note(note_id)
-            report.deleted += 1
-        report.offloaded = listing.offloaded_count(stored)
-        todo = [s for s in stubs.values()
-                if s.note_id not in stored or stored[s.note_id].fingerprint != s.fingerprint]
-        report.unchanged = len(stubs) - len(todo)
-        if todo:
+        if plan.todo:
             # `status` and the launcher's "behind" hint see this while the sync runs.
-            self.index.mark_pending(source.name, source.kind, len(todo))
-        bar = None
-        if progress and todo:  # a bar on stderr, or the caller's (``progress.Relay``)
-            label = f"indexing {source.name}"
-            bar = (progress(label, len(todo)) if callable(progress)
-                   else Progress(label, len(todo), clock=self.clock))
+            self.index.mark_pending(source.name, source.kind, len(plan.todo))
+        bar = self._bar(source, progress, len(plan.todo))
+        done = 0  # notes of ``plan.todo`` considered before a stop request
+        vanished = touched = 0
+        written: list[Note] = []
+        unwritten: list[Note] = []  # loaded, left for the next sync (stopped mid-embedding)
         batch: list[Note] = []
-        done = 0
-        unwritten = 0  # notes loaded but left for the next sync (stopped mid-embedding)
-        unreadable = _unreadable_memo(source)
-        for stub in todo:
+        for stub in plan.todo:
             if self.should_stop():
                 break
             done += 1
-            seen = unreadable.get(stub.note_id)
-            if (seen and seen[0] == stub.fingerprint
-                    and self.clock.monotonic() - seen[2] < RETRY_UNREADABLE):
-                if bar:
-                    bar.advance()
+            loaded = self.load(source, stub, stored.get(stub.note_id))
+            report.warnings += loaded.warnings
+            if loaded.action == WRITE:
+                batch.append(loaded.note)
+                if len(batch) >= NOTES_PER_BATCH:
+                    self._write_batch(source, batch, report, written, unwritten, bar)
+                    batch = []
                 continue
-            message = None
-            try:
-                note = source.load(stub.note_id)
-            except SourceWarning as e:
-                # An unreadable note keeps its old rows: dropping them would lose results.
-                message, note = str(e), _UNREADABLE
-            except Exception as e:  # a reader bug on one odd file must not stop the rest
-                message = f"{stub.note_id}: could not be read ({type(e).__name__}); skipped"
-                note = _UNREADABLE
-            if message is not None:
-                report.warnings.append(message)
-                if not seen or seen[1] != message:
-                    log.warning("%s", message)
-                unreadable[stub.note_id] = (stub.fingerprint, message, self.clock.monotonic())
-            else:
-                unreadable.pop(stub.note_id, None)
-            if note is None or note is _UNREADABLE:
-                if note is None and stub.note_id in stored:
-                    self.index.delete_note(stub.note_id)
-                    report.deleted += 1
-                if bar:
-                    bar.advance()
-                continue
-            for problem in note.warnings:  # logged once per file where it was found
-                report.warnings.append(problem)
-            old = stored.get(note.note_id)
-            if old and old.content_hash == note.content_hash:
+            if loaded.action == TOUCH:
+                note = loaded.note
                 # Dates are not content: a note read again may bring one it lacked
                 # (frontmatter ``created``, read since issue 19).
                 self.index.touch_note(note.note_id, note.fingerprint, note.url,
                                       note.created, note.modified)
-                report.unchanged += 1
-                if bar:
-                    bar.advance()
-                continue
-            if old:
-                report.updated += 1
-            else:
-                report.added += 1
-            batch.append(note)
-            if len(batch) >= NOTES_PER_BATCH:
-                unwritten += self._write(source, batch, report, stored)
-                if bar:
-                    bar.advance(len(batch))
-                batch = []
-        if batch:
-            unwritten += self._write(source, batch, report, stored)
+                touched += 1
+            elif loaded.action == GONE:
+                self.index.delete_note(stub.note_id)
+                vanished += 1
             if bar:
-                bar.advance(len(batch))
+                bar.advance()
+        if batch:
+            self._write_batch(source, batch, report, written, unwritten, bar)
         if bar:
             bar.close()
         self.index.prune_embeddings()
-        report.pending = len(todo) - done + unwritten
+        report.deleted = len(plan.gone) + vanished
+        report.unchanged = plan.unchanged + touched
+        report.updated = sum(1 for n in written if n.note_id in stored)
+        report.added = len(written) - report.updated
+        report.pending = len(plan.todo) - done + len(unwritten)
+        report.offloaded = plan.offloaded
+        report.links_out = len(listing.links_out)
         self.index.record_sync(source.name, source.kind, error=report.error,
-                               pending=report.pending, offloaded=report.offloaded)
+                               pending=report.pending, offloaded=report.offloaded,
+                               links_out=listing.links_out)
         report.seconds = round(self.clock.monotonic() - start, 3)
         return report
 
-    def _carry(self, source: Source, listing: Listing, seen: Collection[str],
-               report: SyncReport) -> None:
-        """A rebuild: take the live index's rows of the notes this scan keeps unread."""
-        if self.carry_from is None:
-            return
-        if not (listing.unreadable or listing.offloaded):
-            report.carried_all = True
-            return
-        carried = self.index.carry_notes(self.carry_from, source.name,
-                                         lambda n: n not in seen and listing.keeps(n))
-        if carried is None:
-            report.warnings.append(f"{source.name}: notes that cannot be read now could "
-                                   "not be carried over from the live index")
-            return
-        report.carried, report.carried_all = carried, True
+    # -- the steps ----------------------------------------------------------------------------
 
-    def _write(self, source: Source, notes: list[Note], report: SyncReport,
-               stored: dict) -> int:
-        """Embed what is missing, then replace each note's rows; returns how many notes
-        were left unwritten because a stop was requested while embedding."""
+    def scan(self, source: Source) -> Listing:
+        """Every note of the source with its fingerprint; raises ``SourceError``."""
+        found = source.scan()
+        return found if isinstance(found, Listing) else Listing(found)
+
+    def load(self, source: Source, stub: NoteStub, old: StoredNote | None) -> Loaded:
+        """Read one note whose fingerprint changed, and say what to do with it."""
+        memo = self.unreadable.of(source)
+        seen = memo.get(stub.note_id)
+        now = self.clock.monotonic()
+        if seen and seen[0] == stub.fingerprint and now - seen[2] < RETRY_UNREADABLE:
+            return Loaded(SKIP)
+        try:
+            note = source.load(stub.note_id)
+            message = None
+        except SourceWarning as e:
+            message = str(e)
+        except Exception as e:  # a reader bug on one odd file must not stop the rest
+            message = f"{stub.note_id}: could not be read ({type(e).__name__}); skipped"
+        if message is not None:
+            if not seen or seen[1] != message:
+                log.warning("%s", message)
+            memo[stub.note_id] = (stub.fingerprint, message, now)
+            return Loaded(UNREADABLE, warnings=[message])
+        memo.pop(stub.note_id, None)
+        if note is None:
+            return Loaded(GONE if old else SKIP)
+        warnings = list(note.warnings)  # logged once per file where it was found
+        # Same content at the same place: a moved folder or another url_template changes
+        # the links of every passage, so such a note is written again (no vector is).
+        if (old and old.content_hash == note.content_hash
+                and (old.url, old.path) == (note.url, note.path)):
+            return Loaded(TOUCH, note, warnings)
+        return Loaded(WRITE, note, warnings)
+
+    def write(self, source: Source, notes: list[Note]) -> Written:
+        """Embed what is missing, then replace each note's rows. A stop requested while
+        embedding leaves out the notes whose vectors are not all stored: they keep their
+        old rows and fingerprint, so the next sync picks them up and reuses these
+        vectors."""
         planned: list[tuple[Note, list[tuple[Chunk, str, str]], str | None]] = []
         texts: dict[str, str] = {}
         for note in notes:
@@ -230,37 +280,56 @@ class Syncer:
         # Similar lengths together, as the model batches them: steps cost no speed.
         missing = sorted(self.index.missing_embeddings(texts), key=lambda h: (len(texts[h]), h))
         total = sum(len(rows) + (th is not None) for _, rows, th in planned)
-        report.embedded += len(missing)
-        report.reused += total - len(missing)
+        stopped = False
         for i in range(0, len(missing), EMBED_STEP):
             if i and self.should_stop():
+                stopped = True
                 break
             step = missing[i : i + EMBED_STEP]
             self.index.add_embeddings(step, self.embedder.embed_batch([texts[h] for h in step]))
-        else:
-            for note, rows, th in planned:
-                self.index.replace_note(note, rows, title=th)
-            return 0
-        # Stopped: write the notes whose vectors are all stored; the rest keep their old
-        # rows and fingerprint, so the next sync picks them up and reuses these vectors.
-        left = self.index.missing_embeddings(texts)
-        unwritten = 0
+        left = self.index.missing_embeddings(texts) if stopped else set()
+        done = []
         for note, rows, th in planned:
-            if left.isdisjoint([*(h for _, _, h in rows), th]):
+            if not stopped or left.isdisjoint([*(h for _, _, h in rows), th]):
                 self.index.replace_note(note, rows, title=th)
-                continue
-            unwritten += 1
-            if note.note_id in stored:
-                report.updated -= 1
-            else:
-                report.added -= 1
-        report.embedded -= len(left)
-        return unwritten
+                done.append(note)
+        return Written(done, len(missing) - len(left), total - len(missing))
 
+    # -- around the steps ---------------------------------------------------------------------
 
-def _unreadable_memo(source: Source) -> dict[str, tuple[str, str, float]]:
-    try:
-        return _UNREADABLE_SEEN.setdefault(source, {})
-    except TypeError:  # a source that cannot be weakly referenced: warn every sync
-        return {}
+    def _write_batch(self, source: Source, batch: list[Note], report: SyncReport,
+                     written: list[Note], unwritten: list[Note],
+                     bar: Progress | Relay | None) -> None:
+        out = self.write(source, batch)
+        report.embedded += out.embedded
+        report.reused += out.reused
+        written += out.notes
+        ids = {n.note_id for n in out.notes}
+        unwritten += [n for n in batch if n.note_id not in ids]
+        if bar:
+            bar.advance(len(batch))
 
+    def _bar(self, source: Source, progress: bool | ProgressBars,
+             total: int) -> Progress | Relay | None:
+        """A bar on stderr, or the caller's (``progress.Relay``); none without work."""
+        if not progress or not total:
+            return None
+        label = f"indexing {source.name}"
+        return (progress(label, total) if callable(progress)
+                else Progress(label, total, clock=self.clock))
+
+    def _carry(self, source: Source, listing: Listing, seen: Collection[str],
+               report: SyncReport) -> None:
+        """A rebuild: take the live index's rows of the notes this scan keeps unread."""
+        if self.carry_from is None:
+            return
+        if not (listing.unreadable or listing.offloaded):
+            report.carried_all = True
+            return
+        carried = self.index.carry_notes(self.carry_from, source.name,
+                                         lambda n: n not in seen and listing.keeps(n))
+        if carried is None:
+            report.warnings.append(f"{source.name}: notes that cannot be read now could "
+                                   "not be carried over from the live index")
+            return
+        report.carried, report.carried_all = carried, True

@@ -107,6 +107,9 @@ def check_config():
                      "run `notewell setup` (or add a [[sources]] table: README, "
                      "\"Configuration\")"), cfg
     names = ", ".join(f"{s.name} ({s.type})" for s in cfg.sources)
+    if cfg.warnings:  # allowed, but probably not meant (an exclude of every note)
+        return Check("config", WARN, f"{cfg.path}: {names}; {'; '.join(cfg.warnings)}",
+                     "fix the exclude patterns in config.toml"), cfg
     return Check("config", OK, f"{cfg.path}: {names}"), cfg
 
 
@@ -145,8 +148,16 @@ def check_source(src_cfg, platform: str) -> Check:
     except Exception as e:
         return Check(name, FAIL, str(e) or type(e).__name__, fix_config)
     where = src_cfg.path or "default location"
-    return Check(name, OK, f"{src_cfg.type} at {where}: readable"
-                 + ("" if first is not None else " (no notes yet)"))
+    readable = (f"{src_cfg.type} at {where}: readable"
+                + ("" if first is not None else " (no notes yet)"))
+    links = getattr(found, "links_out", ())
+    if links:  # never read: a cloned vault's `x.md -> ~/.ssh/id_ed25519` stays private
+        target = os.path.realpath(os.path.join(src_cfg.path or "", links[0]))
+        return Check(name, WARN, f"{readable}; {len(links)} link{'s' if len(links) != 1 else ''}"
+                     f" out of the folder skipped, e.g. {links[0]} -> {target}",
+                     "notes are read only inside their source's folder: move the file in "
+                     "to index it, or leave it out")
+    return Check(name, OK, readable)
 
 
 def check_daemon_sources(platform: str) -> list[Check]:

@@ -64,20 +64,35 @@ class SourceWarning(Exception):
     """One note cannot be read; it is skipped and reported, the rest are indexed."""
 
 
+class LinkOut(SourceWarning):
+    """The note's path resolves outside its source's folder (a symlink to ``/etc/shadow``
+    or ``~/.ssh``): it is never read, so a shared or cloned vault cannot hand out a file
+    from elsewhere."""
+
+    def __init__(self, path: str, target: str) -> None:
+        super().__init__(f"{path}: links to {target}, outside the source's folder; "
+                         "not read (only files inside the folder are)")
+        self.path = path
+        self.target = target
+
+
 class Listing(list[NoteStub]):
     """What a scan of a folder saw: the notes it could read (the list itself), and what it
     could not see but must not take for deleted. ``unreadable`` and ``offloaded`` hold
     note ids, or note-id prefixes ending in "/" for folders: under ``unreadable`` (with
     ``error`` saying which folders and what to do), folders that could not be listed; in
-    ``offloaded``, notes a cloud drive keeps online only. The sync keeps their rows."""
+    ``offloaded``, notes a cloud drive keeps online only. The sync keeps their rows.
+    ``links_out``: the paths in the folder (a folder's ending in "/") of the links that
+    resolve outside it, skipped (never read, and their notes gone from the index)."""
 
     def __init__(self, stubs: Iterable[NoteStub] = (), unreadable: Iterable[str] = (),
-                 offloaded: Iterable[str] = (), error: FolderUnreadable | None = None
-                 ) -> None:
+                 offloaded: Iterable[str] = (), error: FolderUnreadable | None = None,
+                 links_out: Iterable[str] = ()) -> None:
         super().__init__(stubs)
         self.unreadable = frozenset(unreadable)
         self.offloaded = frozenset(offloaded)
         self.error = error
+        self.links_out = tuple(links_out)
 
     def keeps(self, note_id: str) -> bool:
         """Whether a note the scan did not list may still exist: keep its rows."""

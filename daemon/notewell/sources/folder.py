@@ -8,19 +8,25 @@ pruned (never listed), and what could not be seen, which must not pass for delet
 - a file a cloud drive keeps online only ("dataless": ``SF_DATALESS`` in ``st_flags`` on
   macOS; on older macOS a ``.Name.md.icloud`` placeholder in its place): reading it would
   download it, so it is never opened, only stat'ed; ``Walk.offloaded`` (a dataless folder:
-  everything under it). The sync keeps its indexed rows and counts it.
+  everything under it). The sync keeps its indexed rows and counts it;
+- a symlink that resolves outside the root (``shadow.md -> /etc/shadow``, a folder link
+  to ``~/.ssh``): ``Walk.links_out``, never listed below nor read. Links that stay inside
+  the root are followed. ``open_inside`` opens a note by the same rule at read time, so a
+  link swapped after the scan is refused too.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from notewell.sources.base import DENIED, FolderUnreadable, is_denied
+from notewell.config import glob_to_regex
+from notewell.sources.base import DENIED, FolderUnreadable, LinkOut, is_denied
+
+__all__ = ["glob_to_regex", "open_inside", "walk"]  # glob_to_regex: exclude's, in config
 
 NOTE_EXTENSIONS = (".md", ".markdown")
 SF_DATALESS = 0x40000000  # <sys/stat.h>: the file's data is not on this Mac
@@ -41,6 +47,8 @@ class Walk:
     # Offloaded notes (rel) and folders (rel + "/"), and offloaded PDFs, not read.
     offloaded: list[str] = field(default_factory=list)
     offloaded_pdfs: list[str] = field(default_factory=list)
+    # Links resolving outside the root (rel; a folder's + "/"), skipped.
+    links_out: list[str] = field(default_factory=list)
 
 
 def walk(root: str, skip_dirs: frozenset[str], excluded: Callable[[str], bool],
@@ -49,6 +57,7 @@ def walk(root: str, skip_dirs: frozenset[str], excluded: Callable[[str], bool],
     what could not be listed and what is offloaded. ``excluded`` takes a relative path,
     with a trailing "/" for a folder."""
     out = Walk()
+    real_root = os.path.realpath(root)
     seen_dirs: set[tuple[int, int]] = set()
     stack = [""]
     while stack:
@@ -75,6 +84,9 @@ def walk(root: str, skip_dirs: frozenset[str], excluded: Callable[[str], bool],
                 if entry.is_dir():
                     if entry.name in skip_dirs or excluded(rel + "/"):
                         continue
+                    if _links_out(real_root, entry.path):
+                        out.links_out.append(rel + "/")
+                        continue
                     if is_dataless(entry.stat()):
                         out.offloaded.append(rel + "/")  # listing it would fetch it
                     else:
@@ -84,6 +96,9 @@ def walk(root: str, skip_dirs: frozenset[str], excluded: Callable[[str], bool],
                 is_note = name.endswith(NOTE_EXTENSIONS)
                 if is_note or (pdfs and name.endswith(".pdf") and entry.is_file()):
                     if excluded(rel):
+                        continue
+                    if _links_out(real_root, entry.path):
+                        out.links_out.append(rel)
                         continue
                     st = entry.stat()
                     if is_dataless(st):
@@ -111,32 +126,65 @@ def walk(root: str, skip_dirs: frozenset[str], excluded: Callable[[str], bool],
     return out
 
 
-def glob_to_regex(glob: str) -> re.Pattern[str]:
-    """Gitignore-like globs on '/'-separated relative paths: ``*`` stays within a folder,
-    ``**`` crosses folders, a trailing ``/`` or ``/**`` means everything below."""
-    g = glob.strip().lstrip("/")
-    if g.endswith("/"):
-        g += "**"
-    out, i = [], 0
-    while i < len(g):
-        if g.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif g.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif g[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif g[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(g[i]))
-            i += 1
-    # A pattern without '/' matches at any depth, as in .gitignore.
-    prefix = "" if "/" in glob.strip().rstrip("/") else "(?:.*/)?"
-    return re.compile(prefix + "".join(out) + "$")
+def _links_out(real_root: str, path: str) -> bool:
+    # Only a link can lead out: every folder walked into was checked before.
+    return os.path.islink(path) and not is_inside(real_root, path)
+
+
+def is_inside(real_root: str, path: str) -> bool:
+    """Whether ``path``, every link in it resolved, is ``real_root`` (a realpath) or below."""
+    real = os.path.realpath(path)
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+_O_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+_O_FILE = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+# How opening a link with O_NOFOLLOW fails: ELOOP (Linux, macOS), EMLINK (FreeBSD), and
+# ENOTDIR for a link to a folder opened as a folder (Linux).
+_A_LINK = (errno.ELOOP, errno.EMLINK, errno.ENOTDIR)
+
+
+def open_inside(root: str, rel: str) -> int:
+    """A read-only descriptor of ``root/rel``, opened only where it resolves inside
+    ``root``: raises ``LinkOut`` for a link out, ``OSError`` as ``os.open`` does.
+
+    The path is opened one folder at a time from the root, each step refusing a link
+    (``O_NOFOLLOW``); where a step meets one, the path's links are resolved, checked to
+    stay inside, and the resolved path opened the same way. So a link swapped in after
+    any check fails to open instead of leading out. ``O_NONBLOCK``: the file may be a
+    FIFO (the caller ``fstat``s what it got)."""
+    real_root = os.path.realpath(root)
+    if os.open not in os.supports_dir_fd:  # pragma: no cover - macOS and Linux have it
+        return os.open(_resolved(root, rel, real_root), _O_FILE)
+    parts = rel.split("/")
+    if not any(p in ("", os.curdir, os.pardir) for p in parts):  # else: resolve first
+        try:
+            return _open_steps(real_root, parts)
+        except OSError as e:
+            if e.errno not in _A_LINK:
+                raise
+    inner = os.path.relpath(_resolved(root, rel, real_root), real_root)
+    return _open_steps(real_root, [] if inner == os.curdir else inner.split(os.sep))
+
+
+def _resolved(root: str, rel: str, real_root: str) -> str:
+    path = os.path.join(root, rel)
+    real = os.path.realpath(path)
+    if not (real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)):
+        raise LinkOut(path, real)
+    return real
+
+
+def _open_steps(real_root: str, parts: list[str]) -> int:
+    fd = os.open(real_root, _O_DIR)
+    try:
+        for part in parts[:-1]:
+            step = os.open(part, _O_DIR, dir_fd=fd)
+            os.close(fd)
+            fd = step
+        return os.open(parts[-1], _O_FILE, dir_fd=fd) if parts else os.dup(fd)
+    finally:
+        os.close(fd)
 
 
 def unreadable_error(source: str, root: str, unreadable: dict[str, OSError],

@@ -61,6 +61,11 @@ class MarkdownSource:
             raise SourceError(f"source {self.name!r}: pdf_max_mb must be a number of "
                               "megabytes (config.toml)") from None
         self.pdfs = PdfTexts(int(max_mb * 1e6))
+        # Where the notes are and how they open, in every fingerprint: a folder moved (its
+        # files' dates kept) and its ``path`` edited, or another ``url_template``, has every
+        # note read again, and the sync moves its links and path (no vector is made).
+        place = f"{self.root}\0{config.options.get('url_template') or ''}"
+        self._place = hashlib.sha1(place.encode("utf-8", "surrogatepass")).hexdigest()[:8]
         # Which PDFs each note links (note rel -> PDF rels), as last read: the cheap scan
         # then covers them in the note's fingerprint without reading the note. Written by
         # ``load`` (the sync's thread, handler threads reading a note), read by ``scan``
@@ -102,7 +107,8 @@ class MarkdownSource:
         unreadable = [self._note_id(rel) + end for rel in found.unreadable for end in ("", "/")]
         error = (folder.unreadable_error(self.name, self.root, found.unreadable)
                  if found.unreadable else None)
-        return Listing(stubs, unreadable, [self._note_id(rel) for rel in offloaded], error)
+        return Listing(stubs, unreadable, [self._note_id(rel) for rel in offloaded], error,
+                       links_out=found.links_out)
 
     def _check_root(self) -> None:
         try:
@@ -118,7 +124,7 @@ class MarkdownSource:
 
     def _fingerprint(self, rel: str, st: os.stat_result,
                      links: tuple[str, ...] | None) -> str:
-        base = f"{_READ}:{st.st_mtime_ns}:{st.st_size}"
+        base = f"{_READ}:{st.st_mtime_ns}:{st.st_size}@{self._place}"
         if not links:
             return base
         seen: list[tuple] = []
@@ -152,19 +158,19 @@ class MarkdownSource:
             return self._load_pdf(note_id, rel)
         path = os.path.join(self.root, rel)
         try:
-            st = os.stat(path)
-            if stat.S_ISDIR(st.st_mode):
-                return None
-            if not stat.S_ISREG(st.st_mode):
-                # Reading a FIFO blocks the sync forever; a link to a device never ends.
-                raise SourceWarning(f"{path}: not a regular file; skipped")
-            if st.st_size > MAX_NOTE_BYTES:
-                raise SourceWarning(
-                    f"{path}: {st.st_size // 1_000_000} MB is over the "
-                    f"{MAX_NOTE_BYTES // 1_000_000} MB limit for one note; skipped"
-                )
-            # O_NONBLOCK: the file may have been swapped for a FIFO since the stat.
-            with open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as f:
+            # Opened where it resolves inside the root only (a link out: ``LinkOut``),
+            # then judged by what was opened: a FIFO would block the sync forever.
+            with open(folder.open_inside(self.root, rel), "rb") as f:
+                st = os.fstat(f.fileno())
+                if stat.S_ISDIR(st.st_mode):
+                    return None
+                if not stat.S_ISREG(st.st_mode):
+                    raise SourceWarning(f"{path}: not a regular file; skipped")
+                if st.st_size > MAX_NOTE_BYTES:
+                    raise SourceWarning(
+                        f"{path}: {st.st_size // 1_000_000} MB is over the "
+                        f"{MAX_NOTE_BYTES // 1_000_000} MB limit for one note; skipped"
+                    )
                 raw = f.read(MAX_NOTE_BYTES + 1)
             if len(raw) > MAX_NOTE_BYTES:
                 raise SourceWarning(f"{path}: grew over the size limit while read; skipped")
@@ -224,12 +230,14 @@ class MarkdownSource:
         for pdf in links:
             path = os.path.join(self.root, pdf)
             try:
-                st = os.stat(path)
-                if folder.is_dataless(st):  # reading would download it; read once it is here
+                if folder.is_dataless(os.stat(path)):  # reading would download it
                     warnings.append(f"{path}: in iCloud, not downloaded; its text is "
                                     "indexed once it is")
                     continue
-                pages = self.pdfs.pages(path, st)
+                pages = self._pdf_pages(pdf)
+            except SourceWarning as e:  # a link out of the root since the scan
+                warnings.append(str(e))
+                continue
             except (PdfProblem, OSError) as e:
                 warnings.append(str(e) if isinstance(e, PdfProblem) else f"{path}: {e}")
                 continue
@@ -251,7 +259,9 @@ class MarkdownSource:
             norm = os.path.normpath(cand).replace(os.sep, "/")
             if norm.startswith("../") or norm == ".." or os.path.isabs(norm):
                 continue
-            if os.path.isfile(os.path.join(self.root, norm)) and not self._pdf_excluded(norm):
+            full = os.path.join(self.root, norm)
+            if (os.path.isfile(full) and not self._pdf_excluded(norm)
+                    and folder.is_inside(os.path.realpath(self.root), full)):
                 return norm
         if wiki:  # Obsidian finds [[file.pdf]] anywhere in the vault by its name
             with self._lock:
@@ -276,8 +286,7 @@ class MarkdownSource:
             return None  # a passage of the note that links it
         path = os.path.join(self.root, rel)
         try:
-            st = os.stat(path)
-            pages = self.pdfs.pages(path, st)
+            pages, st = self._pdf_pages(rel, with_stat=True)
         except FileNotFoundError:
             return None
         except OSError as e:
@@ -292,6 +301,14 @@ class MarkdownSource:
                              title=_stem(rel), text="", url=url, path=path,
                              modified=st.st_mtime, fingerprint=_pdf_fingerprint(rel, st),
                              attachments=attachments))
+
+    def _pdf_pages(self, rel: str, with_stat: bool = False):
+        """A PDF's pages, read from what ``open_inside`` opened (raises ``LinkOut``,
+        ``OSError``, ``PdfProblem``); with its stat when ``with_stat``."""
+        with open(folder.open_inside(self.root, rel), "rb") as f:
+            st = os.fstat(f.fileno())
+            pages = self.pdfs.pages(os.path.join(self.root, rel), st, f)
+        return (pages, st) if with_stat else pages
 
     def title(self, meta: dict, body: str, rel: str) -> str:
         """Frontmatter ``title``, else the note's leading H1, else the file name."""

@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
+from typing import BinaryIO
 
 log = logging.getLogger(__name__)
 # pypdf logs every oddity of a damaged file; notewell says once what it could not read.
@@ -27,10 +28,12 @@ class PdfProblem(Exception):
     """One PDF could not be read; the message names it and says why."""
 
 
-def read_pages(path: str, max_bytes: int = MAX_PDF_BYTES) -> tuple[str, ...]:
-    """Each page's text (blank pages as empty strings). Raises ``PdfProblem``."""
+def read_pages(path: str, max_bytes: int = MAX_PDF_BYTES,
+               file: BinaryIO | None = None) -> tuple[str, ...]:
+    """Each page's text (blank pages as empty strings), read from ``file`` when given
+    (already opened: ``path`` only names it). Raises ``PdfProblem``."""
     try:
-        size = os.path.getsize(path)
+        size = os.fstat(file.fileno()).st_size if file is not None else os.path.getsize(path)
     except OSError as e:
         raise PdfProblem(f"{path}: {e.strerror}; skipped") from None
     if size > max_bytes:
@@ -43,7 +46,7 @@ def read_pages(path: str, max_bytes: int = MAX_PDF_BYTES) -> tuple[str, ...]:
         raise PdfProblem(f"{path}: pypdf is not installed, so PDFs are not read "
                          "(pip install pypdf)") from None
     try:
-        reader = PdfReader(path, strict=False)
+        reader = PdfReader(file if file is not None else path, strict=False)
         if reader.is_encrypted:
             # Many PDFs are "encrypted" with an empty password only to set permissions.
             try:
@@ -77,8 +80,10 @@ class PdfTexts:
         self._pages: OrderedDict[tuple, tuple[str, ...] | PdfProblem] = OrderedDict()
         self.reads = 0  # files actually read: tests and benchmarks check incrementality
 
-    def pages(self, path: str, st: os.stat_result) -> tuple[str, ...]:
-        """The pages of ``path`` as it is now (``st``); raises ``PdfProblem``."""
+    def pages(self, path: str, st: os.stat_result, file: BinaryIO | None = None
+              ) -> tuple[str, ...]:
+        """The pages of ``path`` as it is now (``st``), read from ``file`` when given (the
+        file opened, inside its folder); raises ``PdfProblem``."""
         key = (path, st.st_mtime_ns, st.st_size)
         with self._lock:
             found = self._pages.get(key)
@@ -88,7 +93,7 @@ class PdfTexts:
             with self._lock:  # counted from several threads (sync, handlers)
                 self.reads += 1
             try:
-                found = read_pages(path, self.max_bytes)
+                found = read_pages(path, self.max_bytes, file)
             except PdfProblem as e:
                 found = e
                 log.warning("%s", e)  # once per file version: it is kept below
