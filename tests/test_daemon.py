@@ -168,6 +168,6 @@ def test_stale_socket_file_is_replaced(home, notes_config):
 
 def test_sync_op_picks_up_a_new_note(daemon, notes_dir):
     (notes_dir / "new.md").write_text("# Kayak\n\nPaddling the fjord at dawn.\n")
-    reports = daemon.ask("sync", wait=True)["result"]["reports"]
+    reports = daemon.ask("sync_now")["result"]["reports"]
     assert reports[0]["added"] == 1
     assert daemon.ask("search", query="kayak fjord")["result"]["hits"][0]["title"] == "Kayak"

@@ -85,7 +85,7 @@ def test_rebuild_sync_and_the_daemons_own_sync_together(home, notes_config, note
         for code, out, err in results:
             assert code == 0, err
             assert "locked" not in out + err and "Traceback" not in err
-        d.ask("sync", wait=True)  # whatever the watcher still had
+        d.ask("sync_now")  # whatever the watcher still had
         status = d.ask("status")["result"]
         assert generation() == before + 1  # one build published
         assert status["index_path"] == store.current_path(paths.index_dir())
@@ -192,7 +192,7 @@ def test_a_rebuild_asked_while_the_daemon_loads_is_its_first_round(home, notes_d
     try:
         assert bg.state in ("starting", "warming")
         asking = threading.Thread(target=lambda: replies.append(handlers.handle(
-            {"op": "index", "rebuild": True, "progress": True}, frames.append)))
+            {"op": "sync_now", "rebuild": True, "progress": True}, frames.append)))
         asking.start()
         assert bg.asked.wait(30) and bg.state == "warming"  # asked while loading
         loaded.set()
@@ -220,7 +220,7 @@ def test_a_daemon_that_could_not_open_its_index_leaves_the_work_to_the_command(h
     bg = Background(broken, stop, use_events=False)
     bg.start()
     bg.thread.join(30)
-    reply = Handlers(Config(), bg, stop.set).handle({"op": "index"})
+    reply = Handlers(Config(), bg, stop.set).handle({"op": "sync_now"})
     assert reply["error"]["code"] == "unavailable" and "no model" in reply["error"]["message"]
 
 
@@ -232,7 +232,7 @@ def test_a_changed_config_asks_for_a_restart_rather_than_indexing_the_old_one(ho
     config.save(Config(sources=(SourceConfig("other", "markdown", str(notes_dir)),)))
     stop = threading.Event()
     bg = Background(lambda: Engine(config.load(), embedder=FakeEmbedder()), stop)
-    stale = Handlers(started_with, bg, stop.set).handle({"op": "index"})
+    stale = Handlers(started_with, bg, stop.set).handle({"op": "sync_now"})
     assert stale["error"]["code"] == "config_changed" and "restart" in stale["error"]["message"]
 
 
@@ -252,8 +252,8 @@ def test_progress_frames_reach_the_client_before_the_reply(home):
     serving.start()
     try:
         events: list[dict] = []
-        reply = client.ask(protocol.request("index"), on_progress=events.append)
-        assert reply == {"ok": True, "result": {"asked": "index"}}
+        reply = client.ask(protocol.request("sync_now"), on_progress=events.append)
+        assert reply == {"ok": True, "result": {"asked": "sync_now"}}
         assert [e["done"] for e in events] == [1, 2]
     finally:
         stop.set()

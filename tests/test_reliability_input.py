@@ -234,6 +234,7 @@ def test_idle_connections_holding_every_slot_get_busy_then_are_released(served):
     {"op": "search", "query": "x", "mode": "dense" * 1000},
     {"op": "similar", "note_id": "\x00" * 5000},
     {"op": "sync", "wait": "yes"},
+    {"op": "sync_now", "rebuild": "yes"},
     {"op": "search", "query": "x", **{f"k{i}": i for i in range(60)}},
     {"op": "ping", "v": 1.5},
     {"op": "x" * 60_000},
@@ -269,8 +270,8 @@ def test_waiting_syncs_never_hold_the_workers_that_answer_searches(home, tmp_pat
     with inproc_daemon(cfg, embedder=emb) as d:
         emb.block = True  # the sync of this change stops inside its first model call
         write_corpus(notes, 12, version=1)  # every chunk changes
-        waiting = [threading.Thread(target=ask, args=("sync",),
-                                    kwargs={"wait": True, "timeout": 60}) for _ in range(6)]
+        waiting = [threading.Thread(target=ask, args=("sync_now",),
+                                    kwargs={"timeout": 60}) for _ in range(6)]
         for t in waiting:
             t.start()
         assert emb.inside.wait(30)
