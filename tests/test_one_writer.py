@@ -284,3 +284,25 @@ def test_setup_takes_turns_with_another_writer(home, notes_config, user_home):
         assert f"waiting for notewell index --rebuild (pid {os.getpid()})" in line, line
     code, out, err = finish(setup)
     assert code == 0 and "notes: 4 added" in out, out + err
+
+
+def test_stop_and_restart_send_their_reply_before_they_stop(home):
+    """No delay is guessed for the reply to get out: it is sent, then the stop asked, and
+    the connection closes (``handle`` returns None); a caller in this process without a
+    connection gets the reply back after the stop was asked."""
+    events: list[object] = []
+    stop = threading.Event()
+    bg = Background(lambda: Engine(Config(), embedder=FakeEmbedder()), stop)
+    handlers = Handlers(Config(), bg, lambda: events.append("stop"),
+                        request_restart=lambda: events.append("restart"))
+    try:
+        assert handlers.handle({"op": "stop"}, events.append) is None
+        assert events == [{"ok": True, "result": {"stopping": True}}, "stop"]
+        events.clear()
+        assert handlers.handle({"op": "restart"}, events.append) is None
+        assert events == [{"ok": True, "result": {"restarting": True}}, "restart"]
+        events.clear()
+        assert handlers.handle({"op": "stop"}) == {"ok": True, "result": {"stopping": True}}
+        assert events == ["stop"]
+    finally:
+        handlers.shutdown()

@@ -375,7 +375,7 @@ def test_a_locked_unknown_or_missing_bear_database_keeps_what_is_served(home, tm
     cfg = config.Config(sources=(config.SourceConfig("notes", "markdown", str(notes)),
                                  config.SourceConfig("bear", "bear", str(db))))
     config.save(cfg)
-    with inproc_daemon(cfg) as d:
+    with inproc_daemon(config.load()) as d:  # as on disk: sync_now checks
         assert search_ids("sourdough starter rye")[0].startswith("bear:")
         d.engine.sources[1].lock_retry_seconds = 0.3
 

@@ -345,7 +345,7 @@ def test_waiting_syncs_never_hold_the_workers_that_answer_searches(home, tmp_pat
     cfg = config.Config(sources=(config.SourceConfig("notes", "markdown", str(notes)),))
     config.save(cfg)
     emb = GatedEmbedder()
-    with inproc_daemon(cfg, embedder=emb) as d:
+    with inproc_daemon(config.load(), embedder=emb) as d:  # as on disk: sync_now checks
         emb.block = True  # the sync of this change stops inside its first model call
         write_corpus(notes, 12, version=1)  # every chunk changes
         waiting = [threading.Thread(target=ask, args=("sync_now",),
