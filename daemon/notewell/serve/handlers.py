@@ -1,21 +1,25 @@
-"""What the daemon answers: one handler per op, and the dispatch of a request to it.
+"""What the daemon answers: the dispatch of a request to its op.
 
-Owns the ops (``ping``, ``status``, ``search``, ``similar``, ``sync``, ``stop``,
-``restart`` (into the config and model on disk: ``notewell model use``), ``latest_query``,
-``note``, ``tags``, ``recent``, ``index``, ``mcp``: the switch to an MCP session), their
-errors (a bad argument, as ``wire.requests`` checks it for every path, a bad date, an
-unknown note, a ``RequestError`` become an error reply with its code), the protocol
-version check, the worker pool that runs the ops touching the index
-(the rest answer on the connection's thread), the prepared answers of the search handler
-(``response_cache``) and the newest query Alfred asked for (the stale-Enter guard). An op
-that fails unexpectedly is logged with its type and place, never with the query, unless
-``debug_log`` is set.
+The read ops (``search``, ``similar``, ``note``, ``tags``, ``recent``, ``status``) are
+answered by ``api.OPS_TABLE``, as the CLI answers them without a daemon; here they get
+what only the daemon knows (``behind``, ``rebuilding``, its pid and uptime in
+``status``) and the transport: Alfred's format, the prepared answers of a search
+(``response_cache``, kept only for an answer ``api.Searched.timeless``) and the newest
+query Alfred asked for (the stale-Enter guard). Owns the other ops: ``ping``,
+``sync_now`` (a sync round, waited for, with progress frames), ``schedule_sync`` (one
+soon), their old names ``index`` and ``sync`` (one release), ``stop``, ``restart`` (into
+the config and model on disk: ``notewell model use``), both sending their reply before
+they stop, ``latest_query`` and ``mcp`` (the switch to an MCP session); the errors
+(``api.refusal``, a ``RequestError``) as error replies with their codes, the protocol
+version check, and the worker pool that runs the ops touching the index (the rest answer
+on the connection's thread). An op that fails unexpectedly is logged with its type and
+place, never with the query, unless ``debug_log`` is set.
 
 Also the notewell version check: a client of another version makes a daemon older than
 its installation on disk restart itself into the new one (``_other_version``).
 
-May import ``engine`` and what is below it, ``launcher.alfred`` (it renders Alfred's JSON),
-``wire``, and of ``serve``: ``background`` (the engine and its state),
+May import ``engine``, ``api`` and what is below them, ``launcher.alfred`` (it renders
+Alfred's JSON), ``wire``, and of ``serve``: ``background`` (the engine and its state),
 ``response_cache`` and ``transport.error_reply`` (the reply envelope).
 """
 
