@@ -120,7 +120,7 @@ def test_near_identical_imports_do_not_crowd_the_first_screen(demo):
 
 
 def test_each_note_once_with_the_matching_sentence_as_snippet(demo):
-    hits = demo.search("build indexes without locking writes", limit=10).hits
+    hits = demo.run(parse("build indexes without locking writes"), limit=10).hits
     assert len({h.note_id for h in hits}) == len(hits)
     top = hits[0]
     assert top.note_id == "demo:howto/postgres-cheatsheet.md"
