@@ -202,3 +202,27 @@ def test_the_cli_says_an_error_as_the_daemon_words_it(home: Path, notes_config):
     with pytest.raises(SystemExit, match=r"^notewell: limit: must be from 1 to 50, got 80$"):
         reads.read_op(argparse.Namespace(embedder=FakeEmbedder), "search", query="x",
                       limit=80)
+
+
+def test_an_answer_that_moves_with_the_clock_is_never_kept(home, notes_config):
+    """The daemon keeps a search's answer only when ``api.Searched.timeless`` says so,
+    from the query the search read: "since:7d" typed or given is answered anew once the
+    engine's clock has moved (the prepared answers' own clock has not: none expired)."""
+    import time
+
+    from notewell.engine import Engine
+    from reliability_helpers import FakeClock
+
+    moving = FakeClock(wall=time.time())
+    d = inproc_daemon(notes_config, engine_factory=lambda c: Engine(
+        c, embedder=FakeEmbedder(), clock=moving))
+    with d:
+        asks = [{"query": "banana bread since:7d"},
+                {"query": "banana bread", "modified_after": "7d"}]
+        for args in asks:
+            assert ask("search", **args)["result"]["hits"][0]["note_id"] == BREAD
+        plain = ask("search", query="banana bread")["result"]
+        moving.advance(8 * 86_400)
+        for args in asks:
+            assert ask("search", **args)["result"]["hits"] == []
+        assert ask("search", query="banana bread")["result"] == plain
