@@ -76,7 +76,7 @@ def measure_size(size: str, vectors: str, n_queries: int, passes: int,
                               f"{cache.nbytes() / 2**20:.0f} MB")
         qvecs = embedder.embed_batch(queries)
         # Warm the model, SQLite's page cache and the FTS index.
-        Searcher(index, embedder).run(parse(queries)[0])
+        Searcher(index, embedder).run(parse(queries[0]))
         full, render, few_words, sentences = [], [], [], []
         for _ in range(passes):
             searcher = Searcher(index, embedder)
