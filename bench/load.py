@@ -181,7 +181,7 @@ def run_load(home: Path, notes_dir: Path, *, seconds: float = 10.0, clients: int
                         path.write_text(churn_note(j, versions[j]))
                     result.edits += 1
                 with contextlib.suppress(Exception):
-                    if _ask("sync", timeout=60, wait=True).get("ok"):
+                    if _ask("sync_now", timeout=60).get("ok"):
                         result.syncs += 1
 
         threads = [threading.Thread(target=query_loop, args=(n,)) for n in range(clients)]

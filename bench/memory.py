@@ -75,7 +75,7 @@ def measure(size, vectors: str, seconds: float) -> dict:
             path.write_text(edited[path] + f"\nEdited for the memory benchmark ({n}).\n",
                             encoding="utf-8")
         before = daemon.ask("status")["result"]["last_sync"]
-        daemon.ask("sync", wait=True)
+        daemon.ask("sync_now")
         after = daemon.ask("status")["result"]
         if after["last_sync"] == before:
             raise RuntimeError("the daemon did not sync the edits")
@@ -86,7 +86,7 @@ def measure(size, vectors: str, seconds: float) -> dict:
             path.write_text(text, encoding="utf-8")
         if edited:
             try:
-                daemon.ask("sync", wait=True)
+                daemon.ask("sync_now")
             finally:
                 daemon.stop()
         else:

@@ -13,7 +13,7 @@ noisy copies of their real vectors (see ``common``), or random unit vectors with
 
 Per size it prints p50/p95 over distinct queries (each query once per pass, a fresh
 query-vector cache per pass, so every query pays for its embedding) of: the full search
-as the daemon runs it (``Searcher.search`` + ``alfred.results_feedback``) and its parts
+as the daemon runs it (``Searcher.run`` + ``alfred.results_feedback``) and its parts
 (embedding, k-NN, BM25), the exact sqlite-vec k-NN for comparison, recall@10 and
 recall@80 of ``Reads.knn`` against exact brute force, and the time to load the
 in-memory vector copy. Searches run back to back; ``--gap-ms 100`` also times a pass
@@ -33,9 +33,10 @@ import numpy as np
 def _one_search(searcher, q: str) -> tuple[float, float]:
     """One keystroke's work in the daemon, as (whole, Alfred rendering) in ms."""
     from notewell.launcher import alfred
+    from notewell.search.query import parse
 
     t0 = time.perf_counter()
-    result = searcher.search(q, limit=20)
+    result = searcher.run(parse(q), limit=20)
     t1 = time.perf_counter()
     alfred.results_feedback(result.hits, result.notices, q)
     t2 = time.perf_counter()
@@ -75,7 +76,7 @@ def measure_size(size: str, vectors: str, n_queries: int, passes: int,
                               f"{cache.nbytes() / 2**20:.0f} MB")
         qvecs = embedder.embed_batch(queries)
         # Warm the model, SQLite's page cache and the FTS index.
-        Searcher(index, embedder).search(queries[0])
+        Searcher(index, embedder).run(parse(queries[0]))
         full, render, few_words, sentences = [], [], [], []
         for _ in range(passes):
             searcher = Searcher(index, embedder)

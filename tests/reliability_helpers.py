@@ -9,7 +9,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import msgpack
@@ -53,11 +53,14 @@ class FakeClock:
 
 @contextlib.contextmanager
 def inproc_daemon(cfg: config.Config, embedder: FakeEmbedder | None = None,
-                  timeout: float = 20.0) -> Iterator[daemon.Daemon]:
-    """A real ``Daemon`` on the real socket, run by threads of this process."""
+                  timeout: float = 20.0,
+                  engine_factory: Callable[[config.Config], Engine] | None = None
+                  ) -> Iterator[daemon.Daemon]:
+    """A real ``Daemon`` on the real socket, run by threads of this process (its engine
+    made by ``engine_factory``, by default on the fake embedder)."""
     emb = embedder or FakeEmbedder()
-    d = daemon.Daemon(cfg, engine_factory=lambda c: Engine(c, embedder=emb),
-                      poll_seconds=0.5, use_events=False)
+    d = daemon.Daemon(cfg, engine_factory=engine_factory or (
+        lambda c: Engine(c, embedder=emb)), poll_seconds=0.5, use_events=False)
     d.start()
     server = threading.Thread(target=d.serve_forever, daemon=True)
     server.start()

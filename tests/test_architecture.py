@@ -24,15 +24,18 @@ ALLOWED: dict[str, set[str]] = {
     "ingest": {"core", "wire", "sources", "model", "index"},
     "search": {"core", "wire", "model", "index"},
     "engine": BELOW_ENGINE,
+    # The read ops' answers, one per op (``api.OPS_TABLE``), beside the engine they call.
+    "api": BELOW_ENGINE | {"engine"},
     "evaluation": BELOW_ENGINE | {"engine"},
     "launcher": {"core", "wire"},
-    "serve": BELOW_ENGINE | {"engine", "launcher"},
-    "ops": BELOW_ENGINE | {"engine", "launcher", "serve"},
+    "serve": BELOW_ENGINE | {"engine", "api", "launcher"},
+    "ops": BELOW_ENGINE | {"engine", "api", "launcher", "serve"},
     # The MCP relay (a thin process over the socket; of ops only the agent, to start the
     # daemon; tests/test_mcp.py checks the modules it loads) and the SDK server the
     # daemon hosts, which answers through the handlers it is given.
     "agents": {"core", "wire", "ops"},
-    "cli": BELOW_ENGINE | {"engine", "evaluation", "launcher", "serve", "ops", "agents"},
+    "cli": BELOW_ENGINE | {"engine", "api", "evaluation", "launcher", "serve", "ops",
+                           "agents"},
 }
 # The one upward import, by design: the fake embedder's test-only entry point runs the CLI.
 # And the keystroke client reads ``notewell.__version__`` (it sends it with every search):

@@ -124,3 +124,9 @@ def test_energy_smoke(cache, tmp_path):
 
     r = json.loads((tmp_path / "e.json").read_text())
     assert r["notes"] == 20 and r["threads"] > 1 and r["cpu_s_per_min"] >= 0
+
+
+def test_related_smoke(cache):
+    out = run("related.py", "--fake", "--pairs", "3", "--runs", "1", cache=cache)
+    for label in ("chunks  pairs: A@1", "cut     pairs: A@1", "read 10,000 characters"):
+        assert label in out

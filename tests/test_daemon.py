@@ -168,6 +168,19 @@ def test_stale_socket_file_is_replaced(home, notes_config):
 
 def test_sync_op_picks_up_a_new_note(daemon, notes_dir):
     (notes_dir / "new.md").write_text("# Kayak\n\nPaddling the fjord at dawn.\n")
-    reports = daemon.ask("sync", wait=True)["result"]["reports"]
+    reports = daemon.ask("sync_now")["result"]["reports"]
     assert reports[0]["added"] == 1
     assert daemon.ask("search", query="kayak fjord")["result"]["hits"][0]["title"] == "Kayak"
+
+
+def test_sync_ops_by_their_names_and_the_old_ones_for_one_release(daemon):
+    """``sync_now`` runs a round and waits, ``schedule_sync`` asks for one; ``index`` and
+    ``sync`` (``wait``) are still taken; their arguments are checked as the reads' are."""
+    assert daemon.ask("schedule_sync")["result"] == {"scheduled": True}
+    assert daemon.ask("sync")["result"] == {"scheduled": True}
+    for op, args in (("sync_now", {}), ("index", {}), ("sync", {"wait": True})):
+        assert daemon.ask(op, **args)["result"]["reports"][0]["source"] == "notes"
+    bad = daemon.ask("sync_now", rebuild="yes")["error"]
+    assert bad == {"code": "bad_args", "message": "rebuild: must be true or false, got a "
+                   "string"}
+    assert daemon.ask("sync", wait=1)["error"]["code"] == "bad_args"

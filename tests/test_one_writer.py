@@ -85,7 +85,7 @@ def test_rebuild_sync_and_the_daemons_own_sync_together(home, notes_config, note
         for code, out, err in results:
             assert code == 0, err
             assert "locked" not in out + err and "Traceback" not in err
-        d.ask("sync", wait=True)  # whatever the watcher still had
+        d.ask("sync_now")  # whatever the watcher still had
         status = d.ask("status")["result"]
         assert generation() == before + 1  # one build published
         assert status["index_path"] == store.current_path(paths.index_dir())
@@ -192,7 +192,7 @@ def test_a_rebuild_asked_while_the_daemon_loads_is_its_first_round(home, notes_d
     try:
         assert bg.state in ("starting", "warming")
         asking = threading.Thread(target=lambda: replies.append(handlers.handle(
-            {"op": "index", "rebuild": True, "progress": True}, frames.append)))
+            {"op": "sync_now", "rebuild": True, "progress": True}, frames.append)))
         asking.start()
         assert bg.asked.wait(30) and bg.state == "warming"  # asked while loading
         loaded.set()
@@ -220,7 +220,7 @@ def test_a_daemon_that_could_not_open_its_index_leaves_the_work_to_the_command(h
     bg = Background(broken, stop, use_events=False)
     bg.start()
     bg.thread.join(30)
-    reply = Handlers(Config(), bg, stop.set).handle({"op": "index"})
+    reply = Handlers(Config(), bg, stop.set).handle({"op": "sync_now"})
     assert reply["error"]["code"] == "unavailable" and "no model" in reply["error"]["message"]
 
 
@@ -232,7 +232,7 @@ def test_a_changed_config_asks_for_a_restart_rather_than_indexing_the_old_one(ho
     config.save(Config(sources=(SourceConfig("other", "markdown", str(notes_dir)),)))
     stop = threading.Event()
     bg = Background(lambda: Engine(config.load(), embedder=FakeEmbedder()), stop)
-    stale = Handlers(started_with, bg, stop.set).handle({"op": "index"})
+    stale = Handlers(started_with, bg, stop.set).handle({"op": "sync_now"})
     assert stale["error"]["code"] == "config_changed" and "restart" in stale["error"]["message"]
 
 
@@ -252,8 +252,8 @@ def test_progress_frames_reach_the_client_before_the_reply(home):
     serving.start()
     try:
         events: list[dict] = []
-        reply = client.ask(protocol.request("index"), on_progress=events.append)
-        assert reply == {"ok": True, "result": {"asked": "index"}}
+        reply = client.ask(protocol.request("sync_now"), on_progress=events.append)
+        assert reply == {"ok": True, "result": {"asked": "sync_now"}}
         assert [e["done"] for e in events] == [1, 2]
     finally:
         stop.set()
@@ -284,3 +284,25 @@ def test_setup_takes_turns_with_another_writer(home, notes_config, user_home):
         assert f"waiting for notewell index --rebuild (pid {os.getpid()})" in line, line
     code, out, err = finish(setup)
     assert code == 0 and "notes: 4 added" in out, out + err
+
+
+def test_stop_and_restart_send_their_reply_before_they_stop(home):
+    """No delay is guessed for the reply to get out: it is sent, then the stop asked, and
+    the connection closes (``handle`` returns None); a caller in this process without a
+    connection gets the reply back after the stop was asked."""
+    events: list[object] = []
+    stop = threading.Event()
+    bg = Background(lambda: Engine(Config(), embedder=FakeEmbedder()), stop)
+    handlers = Handlers(Config(), bg, lambda: events.append("stop"),
+                        request_restart=lambda: events.append("restart"))
+    try:
+        assert handlers.handle({"op": "stop"}, events.append) is None
+        assert events == [{"ok": True, "result": {"stopping": True}}, "stop"]
+        events.clear()
+        assert handlers.handle({"op": "restart"}, events.append) is None
+        assert events == [{"ok": True, "result": {"restarting": True}}, "restart"]
+        events.clear()
+        assert handlers.handle({"op": "stop"}) == {"ok": True, "result": {"stopping": True}}
+        assert events == ["stop"]
+    finally:
+        handlers.shutdown()

@@ -14,6 +14,7 @@ from notewell.index.schema import BuildSettings
 from notewell.ingest.chunking import ChunkSettings
 from notewell.ingest.sync import Syncer
 from notewell.model.fake import FakeEmbedder
+from notewell.search.query import parse
 from notewell.search.searcher import Searcher
 from notewell.sources import SourceError
 from notewell.sources.markdown import MarkdownSource
@@ -46,7 +47,7 @@ class Setup:
         self.searcher = Searcher(self.index, FakeEmbedder())
 
     def find(self, query: str):
-        return self.searcher.search(query, mode="bm25").hits
+        return self.searcher.run(parse(query), mode="bm25").hits
 
     def close(self) -> None:
         self.index.close()

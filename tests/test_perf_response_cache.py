@@ -71,6 +71,6 @@ def test_daemon_repeats_are_prepared_but_edits_show_at_once(daemon, notes_dir):
     assert first == again and "Banana bread" in first["alfred"]
     write_notes(notes_dir, {"kitchen/banana-bread.md": "# Banana loaf\n\nNow with walnuts. "
                             "Banana bread, really.\n"})
-    daemon.ask("sync", wait=True)
+    daemon.ask("sync_now")
     after = daemon.ask("search", query="banana bread", format="alfred")["result"]
     assert "Banana loaf" in after["alfred"] and after != first

@@ -46,7 +46,7 @@ def golden(demo):
 
 
 def ids(searcher: Searcher, query: str, limit: int = 10) -> list[str]:
-    return [h.note_id for h in searcher.search(query, limit=limit).hits]
+    return [h.note_id for h in searcher.run(parse(query), limit=limit).hits]
 
 
 # -- the demo golden set -------------------------------------------------------------------
@@ -120,7 +120,7 @@ def test_near_identical_imports_do_not_crowd_the_first_screen(demo):
 
 
 def test_each_note_once_with_the_matching_sentence_as_snippet(demo):
-    hits = demo.search("build indexes without locking writes", limit=10).hits
+    hits = demo.run(parse("build indexes without locking writes"), limit=10).hits
     assert len({h.note_id for h in hits}) == len(hits)
     top = hits[0]
     assert top.note_id == "demo:howto/postgres-cheatsheet.md"
@@ -172,7 +172,7 @@ def test_coverage_is_the_share_of_the_querys_idf_mass_a_chunk_matches(engine):
 
 def test_vectors_added_by_a_later_sync_are_found(engine, notes_dir):
     s = engine.searcher
-    s.search("warm the vector copy")
+    s.run(parse("warm the vector copy"))
     (notes_dir / "db" / "redis.md").write_text("# Redis eviction\n\nSet maxmemory-policy "
                                                "to allkeys-lru for a cache.\n")
     engine.sync()
@@ -184,7 +184,7 @@ def test_vectors_added_by_a_later_sync_are_found(engine, notes_dir):
     wanted = [r[0] for r in rows]
     got = vectors_by_id(wanted, s.index.reads.vector_matrix(wanted))
     assert got and all(got[r[0]].tobytes() == r[1] for r in rows)
-    assert s.search("maxmemory eviction").hits[0].note_id == "notes:db/redis.md"
+    assert s.run(parse("maxmemory eviction")).hits[0].note_id == "notes:db/redis.md"
 
 
 # -- SciFact (real_corpus) -------------------------------------------------------------

@@ -176,6 +176,18 @@ def test_a_broad_filter_applied_after_retrieval_finds_what_the_filtered_path_doe
     assert any(unfiltered)
 
 
+def test_the_searcher_reads_typed_dates_on_the_engines_clock(dated_engine):
+    """A query run on the engine's searcher (as the evaluation and ``recent`` run it)
+    reads "since:7d" on the engine's clock, as ``Engine.search`` does, not the system's:
+    on the system clock (years after NOW) no note would be that recent."""
+    searcher = dated_engine.generations.current.searcher
+    hits = searcher.run(parse("since:7d postgres vacuum"), mode="bm25").hits
+    assert [h.note_id for h in hits] == ["notes:db/postgres-vacuum.md"]
+    assert [h.note_id for h in dated_engine.search("since:7d postgres vacuum",
+                                                   mode="bm25").hits] == \
+        ["notes:db/postgres-vacuum.md"]
+
+
 def test_a_filter_admitting_most_passages_is_broad(dated_engine):
     from notewell.search.searcher import Searcher
 

@@ -268,7 +268,7 @@ def test_logs_hold_no_note_text_or_query_unless_debug_log(home, tmp_path, debug_
         d.ask("search", query="zanzibarite", limit="many")  # a bad request
         d.ask("similar", note_id="notes:secret.md")
         (notes / "secret.md").write_text(SECRET_NOTE + "\nMarmalade quokka addendum.\n")
-        assert d.ask("sync", wait=True)["ok"]
+        assert d.ask("sync_now")["ok"]
     finally:
         assert d.stop() == 0
     text = d.log.read_text()

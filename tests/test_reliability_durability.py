@@ -322,7 +322,7 @@ def test_full_rebuilds_beside_the_live_index_while_queries_keep_answering(home, 
         assert status["index_path"] != first and status["index_path"].endswith("-4.sqlite")
         # the sync thread survived the switches: a new note is still picked up
         (root / "late.md").write_text("# Late arrival\n\nA kumquat marmalade note.\n")
-        assert d.ask("sync", wait=True)["ok"]
+        assert d.ask("sync_now")["ok"]
         assert search_ids("kumquat marmalade")[0] == "notes:late.md"
     finally:
         stop.set()
@@ -375,13 +375,13 @@ def test_a_locked_unknown_or_missing_bear_database_keeps_what_is_served(home, tm
     cfg = config.Config(sources=(config.SourceConfig("notes", "markdown", str(notes)),
                                  config.SourceConfig("bear", "bear", str(db))))
     config.save(cfg)
-    with inproc_daemon(cfg) as d:
+    with inproc_daemon(config.load()) as d:  # as on disk: sync_now checks
         assert search_ids("sourdough starter rye")[0].startswith("bear:")
         d.engine.sources[1].lock_retry_seconds = 0.3
 
         def sync_once() -> dict[str, dict]:
             before = _digest(db)
-            reply = ask("sync", wait=True, timeout=30)
+            reply = ask("sync_now", timeout=30)
             assert reply["ok"], reply
             assert _digest(db) == before, "the Bear database was written to"
             return {r["source"]: r for r in reply["result"]["reports"]}

@@ -24,7 +24,7 @@ EXAMPLES = int(os.environ.get("NOTEWELL_FUZZ_EXAMPLES", "3000"))
 # Frames per hypothesis example: generating one example costs more than sending it, and
 # less per frame when several are drawn together (measured 11 ms vs 4-6 ms a frame).
 PER_EXAMPLE = 5
-OPS = ["ping", "status", "search", "similar", "sync", "nope", "", "SEARCH"]
+OPS = ["ping", "status", "search", "similar", "schedule_sync", "sync", "nope", "", "SEARCH"]
 
 scalars = (st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)
            | st.floats(allow_nan=True) | st.text(max_size=40) | st.binary(max_size=40))

@@ -10,6 +10,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgpack
@@ -22,6 +23,7 @@ from notewell.serve import transport
 from notewell.sources import markdown as markdown_source
 from notewell.wire import protocol
 from reliability_helpers import (
+    FakeClock,
     ask,
     connect,
     exchange,
@@ -171,10 +173,82 @@ def _search_beside_a_trickling_client() -> tuple[list[float], dict]:
     return latencies, outcome
 
 
-def test_a_client_sending_one_byte_per_second_delays_nobody_and_is_cut_off(served):
-    latencies, outcome = _search_beside_a_trickling_client()
-    assert latencies  # answered (right, above) while the slow client held its connection
-    assert outcome["reply"]["error"]["code"] == "timeout"
+class WatchedClock(FakeClock):
+    """A fake clock that counts its reads, so a test moves it only once the server has
+    read a deadline off it (a connection's thread reads it: 1, the idle deadline, before
+    its first byte; 2 and 3 around that byte's arrival; 4, the frame's deadline)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._reads = 0
+        self._read = threading.Condition()
+
+    def monotonic(self) -> float:
+        with self._read:
+            self._reads += 1
+            self._read.notify_all()
+        return super().monotonic()
+
+    def wait_reads(self, n: int) -> None:
+        with self._read:
+            assert self._read.wait_for(lambda: self._reads >= n, timeout=30), self._reads
+
+
+@contextlib.contextmanager
+def clocked_server(clock: FakeClock) -> Iterator[None]:
+    """The daemon's socket server on ``clock``, answering every request with its op."""
+    stop = threading.Event()
+    server = transport.Server(lambda req, send: {"ok": True, "result": {"op": req["op"]}},
+                              stop, clock=clock)
+    server.open()
+    serving = threading.Thread(target=server.serve_forever)
+    serving.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        server.wake()
+        serving.join(30)
+        server.close_socket()
+        server.release_lock()
+
+
+def test_a_trickling_client_delays_nobody_and_is_cut_off_on_the_clock(home):
+    """The frame's deadline is read on the daemon's clock: a request whose rest comes
+    after ``FRAME_TIMEOUT`` on it is refused, however fast it came in real time; others
+    are answered meanwhile."""
+    clock = WatchedClock()
+    data = protocol.frame(protocol.packb(protocol.request("search", query="bakery")))
+    with clocked_server(clock):
+        slow = connect()
+        clock.wait_reads(1)
+        slow.sendall(data[:1])  # its connection thread now waits for the rest
+        clock.wait_reads(4)
+        for _ in range(3):
+            assert ask("ping")["result"] == {"op": "ping"}
+        clock.advance(transport.FRAME_TIMEOUT - 0.5)
+        slow.sendall(data[1:3])  # in time
+        clock.advance(1.0)
+        slow.sendall(data[3:])
+        reply = read_reply(slow)
+        slow.close()
+    assert reply["error"]["code"] == "timeout"
+    assert f"within {transport.FRAME_TIMEOUT:g} s" in reply["error"]["message"]
+
+
+def test_a_request_in_time_is_answered_on_the_clock(home):
+    clock = WatchedClock()
+    data = protocol.frame(protocol.packb(protocol.request("ping")))
+    with clocked_server(clock):
+        s = connect()
+        clock.wait_reads(1)
+        clock.advance(transport.IDLE_TIMEOUT - 0.5)  # idle, within bounds
+        s.sendall(data[:2])
+        clock.wait_reads(4)
+        clock.advance(transport.FRAME_TIMEOUT / 2)
+        s.sendall(data[2:])
+        assert read_reply(s) == {"ok": True, "result": {"op": "ping"}}
+        s.close()
 
 
 @pytest.mark.bench
@@ -186,11 +260,15 @@ def test_searches_beside_a_trickling_client_stay_fast(served):
     assert outcome["after"] < transport.FRAME_TIMEOUT + 2
 
 
-def test_an_idle_connection_is_closed(served, monkeypatch):
-    monkeypatch.setattr(transport, "IDLE_TIMEOUT", 0.3)
-    s = connect(timeout=10)  # not closed by then: recv raises, the test fails
-    assert s.recv(10) == b""  # closed by the daemon, without a request
-    s.close()
+def test_an_idle_connection_is_closed_on_the_clock(home):
+    clock = WatchedClock()
+    with clocked_server(clock):
+        s = connect(timeout=10)
+        clock.wait_reads(1)
+        clock.advance(transport.IDLE_TIMEOUT + 0.5)
+        s.sendall(protocol.frame(protocol.packb(protocol.request("ping"))))
+        assert read_reply(s) is None  # closed by the daemon, without an answer
+        s.close()
 
 
 def test_two_hundred_simultaneous_connections_are_served_or_refused_never_left(served):
@@ -234,6 +312,7 @@ def test_idle_connections_holding_every_slot_get_busy_then_are_released(served):
     {"op": "search", "query": "x", "mode": "dense" * 1000},
     {"op": "similar", "note_id": "\x00" * 5000},
     {"op": "sync", "wait": "yes"},
+    {"op": "sync_now", "rebuild": "yes"},
     {"op": "search", "query": "x", **{f"k{i}": i for i in range(60)}},
     {"op": "ping", "v": 1.5},
     {"op": "x" * 60_000},
@@ -266,11 +345,11 @@ def test_waiting_syncs_never_hold_the_workers_that_answer_searches(home, tmp_pat
     cfg = config.Config(sources=(config.SourceConfig("notes", "markdown", str(notes)),))
     config.save(cfg)
     emb = GatedEmbedder()
-    with inproc_daemon(cfg, embedder=emb) as d:
+    with inproc_daemon(config.load(), embedder=emb) as d:  # as on disk: sync_now checks
         emb.block = True  # the sync of this change stops inside its first model call
         write_corpus(notes, 12, version=1)  # every chunk changes
-        waiting = [threading.Thread(target=ask, args=("sync",),
-                                    kwargs={"wait": True, "timeout": 60}) for _ in range(6)]
+        waiting = [threading.Thread(target=ask, args=("sync_now",),
+                                    kwargs={"timeout": 60}) for _ in range(6)]
         for t in waiting:
             t.start()
         assert emb.inside.wait(30)

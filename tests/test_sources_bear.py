@@ -16,6 +16,7 @@ from notewell.index.schema import BuildSettings
 from notewell.ingest.chunking import ChunkSettings
 from notewell.ingest.sync import Syncer
 from notewell.model.fake import FakeEmbedder
+from notewell.search.query import parse
 from notewell.sources import SourceError
 from notewell.sources.bear import (
     BearSource,
@@ -346,17 +347,17 @@ def test_a_word_only_in_a_scanned_image_finds_its_note(tmp_path):
     src, index, syncer, searcher = _indexed(tmp_path, fx)
     report = syncer.sync(src)
     assert report.added == 4 and not report.warnings
-    hits = searcher.search("telemetry dashboard latency", mode="bm25").hits
+    hits = searcher.run(parse("telemetry dashboard latency"), mode="bm25").hits
     assert hits and hits[0].note_id == f"bear:{MEETING}"
     assert hits[0].attachment == "whiteboard.jpg"
     assert hits[0].heading_path == "\U0001f4ce whiteboard.jpg"
     assert hits[0].url == f"bear://x-callback-url/open-note?id={MEETING}"
     # The note's own passages say nothing of an attachment.
-    own = searcher.search("Apollo beta customers", mode="bm25").hits[0]
+    own = searcher.run(parse("Apollo beta customers"), mode="bm25").hits[0]
     assert own.note_id == f"bear:{MEETING}" and own.attachment is None
     # Files of a trashed note and files removed from their note are not indexed.
-    assert searcher.search("quasar invoice", mode="bm25").hits == []
-    assert searcher.search("zygomorphic", mode="bm25").hits == []
+    assert searcher.run(parse("quasar invoice"), mode="bm25").hits == []
+    assert searcher.run(parse("zygomorphic"), mode="bm25").hits == []
     index.close()
     fx.close()
 
@@ -377,19 +378,19 @@ def test_ocr_finishing_later_is_seen_by_sync(tmp_path):
     fx = build(str(tmp_path / "db.sqlite"))
     src, index, syncer, searcher = _indexed(tmp_path, fx)
     syncer.sync(src)
-    assert searcher.search("crumb loaf", mode="bm25").hits == []
+    assert searcher.run(parse("crumb loaf"), mode="bm25").hits == []
     before = src.change_token()
     fx.set_search_text("jar.jpg", "crumb photo of the second loaf")
     assert src.change_token() != before
     report = syncer.sync(src)
     assert report.updated == 1 and report.unchanged == 3
-    hits = searcher.search("crumb loaf", mode="bm25").hits
+    hits = searcher.run(parse("crumb loaf"), mode="bm25").hits
     assert hits[0].note_id == f"bear:{SOURDOUGH}" and hits[0].attachment == "jar.jpg"
     # Removed again (the file taken out of the note): its passages go too.
     fx.conn.execute("UPDATE ZSFNOTEFILE SET ZUNUSED = 1, Z_OPT = Z_OPT + 1 "
                     "WHERE ZFILENAME = 'jar.jpg'")
     assert syncer.sync(src).updated == 1
-    assert searcher.search("crumb loaf", mode="bm25").hits == []
+    assert searcher.run(parse("crumb loaf"), mode="bm25").hits == []
     index.close()
     fx.close()
 

@@ -274,7 +274,7 @@ def test_a_weak_correction_is_looked_up_but_the_model_reads_the_word_typed(engin
     s = engine.searcher
     assert _fixes(s, "kubectx ") == [("kubectx", "kubectl", False)]
     assert s.dense_text(parse("kubectx clusters ")) == "kubectx clusters"
-    hits = [h.note_id for h in s.search("kubectx ", mode="bm25", limit=40).hits]
+    hits = [h.note_id for h in s.run(parse("kubectx "), mode="bm25", limit=40).hits]
     assert "notes:ctx.md" in hits and "notes:k8s0.md" in hits  # keywords: both
     # A strong correction beside a word some note holds: the model reads both.
     for i in range(31):

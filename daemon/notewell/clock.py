@@ -1,7 +1,8 @@
 """The time as notewell reads it: one ``Clock`` passed to whatever decides by time.
 
-The watcher's debounce, the background loop's backoff and lag, and the prepared
-responses' expiry read a ``Clock`` rather than the ``time`` module, so tests
+The watcher's debounce, the background loop's backoff and lag, the prepared responses'
+expiry, the socket's frame and idle deadlines, the daemon's stop budget and relative
+dates ("7d") read a ``Clock`` rather than the ``time`` module, so tests
 drive them with a fake one instead of sleeping through wall-clock windows. Imports
 nothing of notewell.
 """

@@ -120,7 +120,8 @@ class Engine:
                 self._held.gen = None
 
     def _generation(self, index: Index) -> Generation:
-        return Generation(index, Searcher(index, self.embedder, self.ranking))
+        return Generation(index, Searcher(index, self.embedder, self.ranking,
+                                          clock=self.clock))
 
     # -- reads ------------------------------------------------------------------------------
 

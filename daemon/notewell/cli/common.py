@@ -78,7 +78,7 @@ def update_index(args: argparse.Namespace, *, rebuild: bool, quiet: bool,
 
     show = ShowProgress()
     try:
-        reply = client.ask(protocol.request("index", rebuild=rebuild, progress=not quiet),
+        reply = client.ask(protocol.request("sync_now", rebuild=rebuild, progress=not quiet),
                            on_progress=show)
     except (FileNotFoundError, ConnectionRefusedError):
         reply = None

@@ -33,52 +33,36 @@ def date_filters(args: argparse.Namespace) -> dict:
 
 
 def read_op(args: argparse.Namespace, op: str, **kw) -> dict:
-    """The daemon's answer to a read op, else the same library call in this process, its
-    arguments checked as the daemon checks them (``wire.requests``). A bad argument or
-    unknown note is a message and exit 1, from either side."""
-    from notewell.search.dates import DateError
-    from notewell.wire.requests import BadArguments, request_args
+    """The daemon's answer to a read op, else the same answer (``api``) in this process,
+    its arguments checked as the daemon checks them. A bad argument or unknown note is a
+    message and exit 1, from either side."""
+    from notewell import api
 
+    result = daemon_request(op, **kw)
+    if result is not None:
+        return result
     try:
-        result = daemon_request(op, **kw)
-        if result is not None:
-            return result
-        from notewell.engine import HeadingNotFound, NoteNotFound
-
-        checked = request_args(op, kw)
-        engine = one_shot_engine(args)
-        try:
-            return _library_call(engine, op, checked)
-        except (HeadingNotFound, NoteNotFound) as e:
-            raise SystemExit(f"notewell: {e.args[0]}") from None
-        finally:
-            engine.close()
-    except (DateError, BadArguments) as e:
+        return local_answer(args, op, kw)
+    except api.OpError as e:
         raise SystemExit(f"notewell: {e}") from None
 
 
-def _library_call(engine, op: str, a: dict) -> dict:
-    """What the daemon's handler for ``op`` answers, from a one-shot engine."""
-    from notewell.engine import NoteNotFound
-    from notewell.wire.requests import FILTERS
+def local_answer(args: argparse.Namespace, op: str, kw: dict) -> dict:
+    """``op``'s answer from a one-shot engine (no daemon); raises ``api.OpError``. The
+    arguments are checked before the engine opens: a bad one fails at once."""
+    from notewell import api
+    from notewell.wire.requests import BadArguments, request_args
 
-    filters = {k: a[k] for k in FILTERS if k in a}  # search's and recent's
-    if op == "search":
-        return engine.search(a["query"], limit=a["limit"], mode=a["mode"], **filters).to_dict()
-    if op == "recent":
-        return engine.recent(a["limit"], **filters).to_dict()
-    if op == "note":
-        return engine.note(a["note_id"], heading=a["heading"], offset=a["offset"],
-                           max_chars=a["max_chars"])
-    if op == "tags":
-        return {"tags": engine.tags(a["prefix"])}
-    if op == "similar":
-        hits = engine.similar(a["note_id"], a["limit"])
-        if not hits and a["strict"] and engine.index.reads.note_record(a["note_id"]) is None:
-            raise NoteNotFound(f"no note with id {a['note_id'][:200]!r}; note ids come from "
-                               "search results (note_id)")
-        return {"hits": [h.to_dict() for h in hits], "notices": []}
-    raise ValueError(f"no library call for op {op!r}")
+    try:
+        checked = request_args(op, kw)
+    except BadArguments as e:
+        raise api.refusal(e) from None  # type: ignore[misc]
+    engine = one_shot_engine(args)
+    try:
+        with api.view(engine) as view:
+            return api.answer(view, op, checked)
+    finally:
+        engine.close()
 
 
 @command
@@ -136,10 +120,7 @@ def cmd_similar(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     status = daemon_request("status")
     if status is None:
-        engine = one_shot_engine(args)
-        status = engine.status()
-        status["state"] = "not running"
-        engine.close()
+        status = {**local_answer(args, "status", {}), "state": "not running"}
     if args.json:
         print(json.dumps(status, indent=2, ensure_ascii=False))
         return 0

@@ -16,7 +16,8 @@ quality").
 ``Searcher`` orchestrates these and keeps what typing asks for again and again; every
 read goes through the index's read interface (``index.reads.Reads``), which decides
 whether an in-memory copy or SQLite answers. May import the other modules of ``search``,
-``index.reads``, ``index.lru``, ``notes`` and the ``model.embedding.Embedder`` interface.
+``index.reads``, ``index.lru``, ``notes``, ``clock`` and the ``model.embedding.Embedder``
+interface.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.index.database import Index
 from notewell.index.lru import SharedLRU
 from notewell.index.reads import RowBudget
@@ -61,8 +63,10 @@ class SearchResult:
 
 class Searcher:
     def __init__(self, index: Index, embedder: Embedder, ranking: Ranking | None = None,
-                 cache_size: int = 256, words: lexicon.Lexicon | None = None) -> None:
+                 cache_size: int = 256, words: lexicon.Lexicon | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.index = index
+        self.clock = clock  # "now" for typed relative dates (7d): the engine's
         self.reads = index.reads
         self.embedder = embedder
         self.ranking = ranking or Ranking()
@@ -79,15 +83,12 @@ class Searcher:
 
     # -- public ---------------------------------------------------------------------------
 
-    def search(self, raw: str, limit: int = 20, mode: str = "hybrid") -> SearchResult:
-        return self.run(parse(raw), limit, mode)
-
     def run(self, q: Query, limit: int = 20, mode: str = "hybrid") -> SearchResult:
         """Search for an already parsed query (``query.parse`` or ``query.literal``).
-        Typed dates not read yet are read on the system clock (``Engine.search`` reads
-        them on its own); one that cannot be read raises ``dates.DateError``."""
+        Typed dates not read yet are read on ``clock``; one that cannot be read raises
+        ``dates.DateError`` (``Engine.search`` makes it a notice)."""
         if q.dates:
-            q = filters.with_dates(q)
+            q = filters.with_dates(q, self.clock)
         allowed, notices = self.allowed(q)
         if allowed is not None and not allowed:
             return SearchResult(q, [], notices)

@@ -27,7 +27,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 
 from notewell import __version__
@@ -58,7 +57,9 @@ class Daemon:
         self.handlers = Handlers(config, self.background, self.request_stop, clock=clock,
                                  request_restart=self.request_restart)
         self.restart_requested = False
-        self.server = Server(self.handlers.answer, self.stop_event, mcp_host=self.mcp_host)
+        self.server = Server(self.handlers.answer, self.stop_event, mcp_host=self.mcp_host,
+                             clock=clock)
+        self.clock = clock  # the stop's budget
         self._stop_at: float | None = None
         self._mcp = None  # the MCP session host, once loaded (``mcp_host``)
         self._mcp_lock = threading.Lock()
@@ -146,15 +147,14 @@ class Daemon:
         finished (the index is closed), False if the caller should exit regardless."""
         self.stop_event.set()
         self.background.wake()
-        # Real time, not the injected clock: this waits for real threads.
-        deadline = (self._stop_at or time.monotonic()) + STOP_BUDGET
+        deadline = (self._stop_at or self.clock.monotonic()) + STOP_BUDGET
         self.server.close_socket()
         if self._mcp is not None:
             self._mcp.close_all()
         busy = [t for t in (self.background.thread, *self.handlers.shutdown())
                 if t is not None]
         for t in busy:
-            t.join(timeout=max(0.0, deadline - time.monotonic()))
+            t.join(timeout=max(0.0, deadline - self.clock.monotonic()))
         finished = not any(t.is_alive() for t in busy)
         engine = self.background.engine
         if engine is not None and finished:
@@ -170,7 +170,7 @@ class Daemon:
     def request_stop(self, *_: object) -> None:
         """Stop serving (SIGTERM, SIGINT, the ``stop`` op); safe in a signal handler."""
         if self._stop_at is None:
-            self._stop_at = time.monotonic()
+            self._stop_at = self.clock.monotonic()
         self.stop_event.set()
         self.background.wake()  # from its sleep
         self.server.wake()

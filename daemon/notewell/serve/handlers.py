@@ -1,21 +1,25 @@
-"""What the daemon answers: one handler per op, and the dispatch of a request to it.
+"""What the daemon answers: the dispatch of a request to its op.
 
-Owns the ops (``ping``, ``status``, ``search``, ``similar``, ``sync``, ``stop``,
-``restart`` (into the config and model on disk: ``notewell model use``), ``latest_query``,
-``note``, ``tags``, ``recent``, ``index``, ``mcp``: the switch to an MCP session), their
-errors (a bad argument, as ``wire.requests`` checks it for every path, a bad date, an
-unknown note, a ``RequestError`` become an error reply with its code), the protocol
-version check, the worker pool that runs the ops touching the index
-(the rest answer on the connection's thread), the prepared answers of the search handler
-(``response_cache``) and the newest query Alfred asked for (the stale-Enter guard). An op
-that fails unexpectedly is logged with its type and place, never with the query, unless
-``debug_log`` is set.
+The read ops (``search``, ``similar``, ``note``, ``tags``, ``recent``, ``status``) are
+answered by ``api.OPS_TABLE``, as the CLI answers them without a daemon; here they get
+what only the daemon knows (``behind``, ``rebuilding``, its pid and uptime in
+``status``) and the transport: Alfred's format, the prepared answers of a search
+(``response_cache``, kept only for an answer ``api.Searched.timeless``) and the newest
+query Alfred asked for (the stale-Enter guard). Owns the other ops: ``ping``,
+``sync_now`` (a sync round, waited for, with progress frames), ``schedule_sync`` (one
+soon), their old names ``index`` and ``sync`` (one release), ``stop``, ``restart`` (into
+the config and model on disk: ``notewell model use``), both sending their reply before
+they stop, ``latest_query`` and ``mcp`` (the switch to an MCP session); the errors
+(``api.refusal``, a ``RequestError``) as error replies with their codes, the protocol
+version check, and the worker pool that runs the ops touching the index (the rest answer
+on the connection's thread). An op that fails unexpectedly is logged with its type and
+place, never with the query, unless ``debug_log`` is set.
 
 Also the notewell version check: a client of another version makes a daemon older than
 its installation on disk restart itself into the new one (``_other_version``).
 
-May import ``engine`` and what is below it, ``launcher.alfred`` (it renders Alfred's JSON),
-``wire``, and of ``serve``: ``background`` (the engine and its state),
+May import ``engine``, ``api`` and what is below them, ``launcher.alfred`` (it renders
+Alfred's JSON), ``wire``, and of ``serve``: ``background`` (the engine and its state),
 ``response_cache`` and ``transport.error_reply`` (the reply envelope).
 """
 
@@ -32,14 +36,12 @@ from collections.abc import Callable
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 import notewell
-from notewell import __version__, installed_version
+from notewell import __version__, api, installed_version
 from notewell import config as config_file
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import Config
-from notewell.engine import Engine, HeadingNotFound, NoteNotFound
+from notewell.engine import Engine
 from notewell.launcher import alfred
-from notewell.search.dates import DateError
-from notewell.search.query import parse
 from notewell.serve.background import Background, SyncError
 from notewell.serve.response_cache import ResponseCache
 from notewell.serve.transport import error_reply
@@ -50,28 +52,19 @@ log = logging.getLogger(__name__)
 WORKERS = 4
 # Ops that touch no index: answered on the connection's thread, so a ping answers while
 # every worker is busy and `sync --wait` never holds a worker while it waits.
-INLINE_OPS = frozenset({"ping", "stop", "restart", "sync", "latest_query", "index", "mcp"})
-# Ops that may send progress frames ({"progress": event}) before their reply.
-STREAMING_OPS = frozenset({"index"})
+INLINE_OPS = frozenset({"ping", "stop", "restart", "schedule_sync", "sync_now", "sync",
+                        "latest_query", "index", "mcp"})
+# Ops given ``send``: ``sync_now`` sends progress frames ({"progress": event}) before its
+# reply, ``stop`` and ``restart`` send their reply before they stop the daemon.
+STREAMING_OPS = frozenset({"sync_now", "index", "stop", "restart"})
 Send = Callable[[dict], None]
+SENT = object()  # a handler's result when it has sent its reply itself: close
 
 
 class RequestError(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-def _arg(req: dict, name: str, kind: type, default):
-    value = req.get(name, default)
-    if (kind is int and isinstance(value, bool)) or not isinstance(value, kind):
-        raise RequestError("bad_args", f"'{name}' must be {kind.__name__}")
-    return value
-
-
-def _filters(args: dict) -> dict:
-    """The filters of checked search or recent arguments, as the engine takes them."""
-    return {**{k: args[k] for k in requests.FILTERS}, "tags": tuple(args["tags"])}
 
 
 class Handlers:
@@ -99,19 +92,20 @@ class Handlers:
         # daemon wires this in: ``serve.daemon``).
         self.mcp_sessions: Callable[[], int | None] = lambda: None
         self._pool = ThreadPoolExecutor(WORKERS, thread_name_prefix="notewell-worker")
-        self.ops: dict[str, Callable[[dict], object]] = {
-            "ping": self.op_ping,
-            "status": self.op_status,
+        # The read ops are answered by ``api``; search and status add what only the
+        # daemon knows, and search the transport (Alfred's format, prepared answers).
+        self.ops: dict[str, Callable[..., object]] = {
+            **{op: self._read(op) for op in api.OPS_TABLE},
             "search": self.op_search,
-            "similar": self.op_similar,
+            "status": self.op_status,
+            "ping": self.op_ping,
+            "sync_now": self.op_sync_now,
+            "schedule_sync": self.op_schedule_sync,
+            "index": self.op_sync_now,  # the old names, for one release (wire.requests)
             "sync": self.op_sync,
             "stop": self.op_stop,
             "restart": self.op_restart,
             "latest_query": self.op_latest_query,
-            "note": self.op_note,
-            "tags": self.op_tags,
-            "recent": self.op_recent,
-            "index": self.op_index,
             "mcp": self.op_mcp,
         }
 
@@ -121,7 +115,7 @@ class Handlers:
         if isinstance(req, dict) and req.get("op") in INLINE_OPS:
             return self.handle(req, send)
         try:
-            return self._pool.submit(self.handle, req).result()
+            return self._pool.submit(self.handle, req, send).result()
         except (RuntimeError, CancelledError):  # the pool is shut down: we are stopping
             return None
 
@@ -130,12 +124,14 @@ class Handlers:
         self._pool.shutdown(wait=False, cancel_futures=True)
         return list(getattr(self._pool, "_threads", ()))
 
-    def handle(self, req: object, send: Send | None = None) -> dict:
+    def handle(self, req: object, send: Send | None = None) -> dict | None:
+        """The reply to one request; None when it was sent already through ``send`` (a
+        stop or restart follows: the connection closes)."""
         if not isinstance(req, dict) or not isinstance(req.get("op"), str):
             return error_reply("bad_request", "a request is a map with a string 'op'")
         asker = req.get("notewell")
         if isinstance(asker, str) and (asker != __version__ or self._upgraded()):
-            return self._other_version(asker)
+            return self._other_version(asker, send)
         version = req.get("v", protocol.PROTOCOL_VERSION)
         if version != protocol.PROTOCOL_VERSION:
             return error_reply(
@@ -148,18 +144,16 @@ class Handlers:
                                f"known: {', '.join(sorted(self.ops))}")
         try:
             if req["op"] in STREAMING_OPS:
-                return {"ok": True, "result": handler(req, send)}  # type: ignore[call-arg]
+                result = handler(req, send)
+                return None if result is SENT else {"ok": True, "result": result}
             with self._one_generation(req["op"]):
                 return {"ok": True, "result": handler(req)}
         except RequestError as e:
             return error_reply(e.code, str(e))
-        except DateError as e:
-            return error_reply("bad_date", str(e))
-        except requests.BadArguments as e:  # the engine's ArgumentError too
-            return error_reply(e.code, str(e))
-        except (NoteNotFound, HeadingNotFound) as e:
-            return error_reply("not_found", str(e.args[0]))
         except Exception as e:
+            refused = api.refusal(e)  # a bad argument or date, an unknown note
+            if refused is not None:
+                return error_reply(refused.code, str(refused))
             # The message may quote the query or a note (an SQLite error does): it goes
             # to the asking client only; the log gets the type and where it happened.
             if self.config.debug_log:
@@ -180,19 +174,20 @@ class Handlers:
             self._on_disk = (stamp, installed_version())
         return self._on_disk[1] not in (None, __version__)
 
-    def _other_version(self, asker: str) -> dict:
+    def _other_version(self, asker: str, send: Send | None) -> dict | None:
         """A client of another notewell version asked. After an upgrade in place the
         files on disk are newer than this process: restart into them (once; the client
         waits). Otherwise the client belongs to another installation, and the reply says
         what to run."""
         on_disk = installed_version()
         if on_disk is not None and on_disk != __version__ and self.request_restart:
-            if self._restart_lock.acquire(blocking=False):  # two workers may ask at once
-                log.info("notewell %s is installed (this daemon runs %s): restarting",
-                         on_disk, __version__)
-                threading.Timer(0.05, self.request_restart).start()
-            return error_reply("restarting", f"notewell was updated to {on_disk}; the "
-                               f"daemon (still {__version__}) is restarting")
+            reply = error_reply("restarting", f"notewell was updated to {on_disk}; the "
+                                f"daemon (still {__version__}) is restarting")
+            if not self._restart_lock.acquire(blocking=False):  # two workers may ask
+                return reply
+            log.info("notewell %s is installed (this daemon runs %s): restarting",
+                     on_disk, __version__)
+            return None if _then(reply, self.request_restart, send) else reply
         return error_reply(
             "other_installation",
             f"the launcher runs notewell {asker}, the daemon notewell {__version__} "
@@ -230,7 +225,8 @@ class Handlers:
                 "socket": paths.socket_path(), "last_reports": bg.last_reports,
                 "mcp_sessions": self.mcp_sessions()}
         if bg.engine is not None:
-            base.update(bg.engine.status())
+            with api.view(bg.engine) as view:
+                base.update(api.op_status(view, requests.request_args("status", req)))
             base["rebuilding"] = bg.rebuilding()
             if bg.watcher is not None:
                 base["watching"] = bg.watcher.mode
@@ -241,94 +237,81 @@ class Handlers:
 
     def op_search(self, req: dict) -> dict:
         args = requests.request_args("search", req)  # a long query is cut, not refused
-        query, limit, fmt, mode = args["query"], args["limit"], args["format"], args["mode"]
-        filters = _filters(args)
+        query, fmt = args["query"], args["format"]
         if fmt == "alfred":
             self.latest_alfred_query = query
         engine = self._ready_engine()
         lag = self.background.lag()
         rebuilding = self.background.rebuilding()
-        # A repeated query on an unchanged index gets its prepared answer (response_cache).
-        # Relative dates ("7d") move with the clock: those answers are not kept.
-        key = (query, limit, mode, fmt, repr(lag), repr(rebuilding), repr(filters))
-        keep = not any(isinstance(filters[k], str)
-                       for k in ("modified_after", "modified_before"))
-        keep = keep and not parse(query).dates  # typed dates may be relative too
-        version = self._responses.version(engine.index.path) if keep else None
+        # A repeated query on an unchanged index gets its prepared answer (response_cache);
+        # whether one is kept is decided once the search has read the query (``timeless``).
+        key = (query, args["limit"], args["mode"], fmt, repr(lag), repr(rebuilding),
+               repr(api.filters(args)))
+        version = self._responses.version(engine.index.path)
         cached = self._responses.get(key, version) if version else None
         if cached is not None:
             return cached
-        tags = engine.tag_completions(query) if not any(filters.values()) else None
-        if tags is not None:  # "#" or "#wor": the tags, not a search
-            out = ({"alfred": alfred.tags_feedback(tags, query)} if fmt == "alfred"
-                   else {"hits": [], "notices": [], "tags": tags, "new_note": []})
-            if version:
-                self._responses.put(key, version, out)
-            return out
-        result = engine.search(query, limit=limit, mode=mode, **filters)
-        if self.config.debug_log:  # queries are private: logged only when asked for
-            log.info("search %r (%s): %d hits", query, mode, len(result.hits))
-        new_notes = engine.new_notes(query)
+        with api.view(engine) as view:
+            found = api.searched(view, args)
+        if self.config.debug_log and found.result:  # queries are private: logged if asked
+            log.info("search %r (%s): %d hits", query, args["mode"], len(found.result.hits))
         if fmt == "alfred":
-            out = {"alfred": alfred.results_feedback(
-                result.hits, result.notices, query, lag, rebuilding=rebuilding,
-                new_notes=new_notes, dated=result.query.dated)}
+            out = {"alfred": _alfred(found, lag, rebuilding)}
         else:
-            out = result.to_dict()
-            out["new_note"] = new_notes
-            if rebuilding:
-                out["rebuilding"] = rebuilding
-            if lag:
-                out["behind"] = {"minutes": lag["minutes"], "sources": lag["sources"],
-                                 "error": list(lag["error"]) if lag["error"] else None}
-        if version:
+            out = self._with_state(found.to_dict(), lag, rebuilding)
+        if version and found.timeless:
             self._responses.put(key, version, out)
+        return out
+
+    @staticmethod
+    def _with_state(out: dict, lag: dict | None, rebuilding: dict | None) -> dict:
+        """A JSON answer with what only the daemon knows: a rebuild going on, and how far
+        the index lags its sources (absent when neither, as without a daemon)."""
+        if rebuilding:
+            out["rebuilding"] = rebuilding
+        if lag:
+            out["behind"] = {"minutes": lag["minutes"], "sources": lag["sources"],
+                             "error": list(lag["error"]) if lag["error"] else None}
         return out
 
     def op_latest_query(self, req: dict) -> dict:
         return {"query": self.latest_alfred_query}
 
-    def op_similar(self, req: dict) -> dict:
-        args = requests.request_args("similar", req)
-        note_id = args["note_id"]
-        engine = self._ready_engine()
-        hits = engine.similar(note_id, args["limit"])
-        if not hits and args["strict"] \
-                and engine.index.reads.note_record(note_id) is None:
-            raise NoteNotFound(f"no note with id {note_id[:200]!r}; note ids come from "
-                               "search results (note_id)")
-        return {"hits": [h.to_dict() for h in hits], "notices": []}
+    def _read(self, op: str) -> Callable[[dict], dict]:
+        """The handler of a read op of ``api.OPS_TABLE``: its arguments checked, then
+        answered on the generation this request holds (``_one_generation``)."""
+        def handle(req: dict) -> dict:
+            args = requests.request_args(op, req)
+            with api.view(self._ready_engine()) as view:
+                return api.OPS_TABLE[op](view, args)
 
-    def op_note(self, req: dict) -> dict:
-        args = requests.request_args("note", req)
-        return self._ready_engine().note(args["note_id"], heading=args["heading"],
-                                         offset=args["offset"], max_chars=args["max_chars"])
+        return handle
 
-    def op_tags(self, req: dict) -> dict:
-        args = requests.request_args("tags", req)
-        return {"tags": self._ready_engine().tags(args["prefix"])}
-
-    def op_recent(self, req: dict) -> dict:
-        args = requests.request_args("recent", req)
-        return self._ready_engine().recent(args["limit"], **_filters(args)).to_dict()
-
-    def op_sync(self, req: dict) -> dict:
+    def op_schedule_sync(self, req: dict) -> dict:
+        """A sync round soon (``notewell sync`` without waiting, SIGHUP does the same)."""
+        requests.request_args("schedule_sync", req)
         self._ready_engine()
-        if _arg(req, "wait", bool, False):
-            # The background thread runs it: one writer, and no worker held meanwhile.
-            try:
-                return {"reports": self.background.wait_for_sync()}
-            except SyncError as e:
-                raise RequestError(e.code, str(e)) from None
         self.background.request_sync()
         return {"scheduled": True}
 
-    def op_index(self, req: dict, send: Send | None = None) -> dict:
-        """``notewell index [--rebuild]`` and ``notewell sync``: the sync thread, the
-        index's one writer, does the work, even if the engine is still loading; with
-        ``progress``, its progress events come first as ``{"progress": event}`` frames."""
-        rebuild = _arg(req, "rebuild", bool, False)
-        progress = _arg(req, "progress", bool, False)
+    def op_sync(self, req: dict) -> dict:
+        """The old name (``schedule_sync``; with ``wait``, a round waited for): kept for
+        one release."""
+        if not requests.request_args("sync", req)["wait"]:
+            return self.op_schedule_sync({})
+        self._ready_engine()
+        # The background thread runs it: one writer, and no worker held meanwhile.
+        try:
+            return {"reports": self.background.wait_for_sync()}
+        except SyncError as e:
+            raise RequestError(e.code, str(e)) from None
+
+    def op_sync_now(self, req: dict, send: Send | None = None) -> dict:
+        """``notewell index [--rebuild]`` and ``notewell sync``: a sync round, waited for;
+        the sync thread, the index's one writer, does the work, even if the engine is
+        still loading; with ``progress``, its progress events come first as
+        ``{"progress": event}`` frames."""
+        args = requests.request_args("sync_now", req)
         bg = self.background
         if bg.state == "error":  # nothing here writes: the command does, under the lock
             raise RequestError("unavailable", bg.problem or "the engine failed to start")
@@ -341,9 +324,9 @@ class Handlers:
                                "started; restart it so it reads it (`notewell agent "
                                "restart`, or stop and start `notewell serve`), then run "
                                "this again")
+        relay = _relay(send) if args["progress"] and send else None
         try:
-            return {"reports": bg.wait_for_sync(
-                rebuild=rebuild, on_progress=_relay(send) if progress and send else None)}
+            return {"reports": bg.wait_for_sync(rebuild=args["rebuild"], on_progress=relay)}
         except SyncError as e:
             raise RequestError(e.code, str(e)) from None
 
@@ -352,18 +335,42 @@ class Handlers:
         connection to an MCP session."""
         return {"mcp": True, "version": __version__}
 
-    def op_stop(self, req: dict) -> dict:
-        threading.Timer(0.05, self.request_stop).start()
-        return {"stopping": True}
+    def op_stop(self, req: dict, send: Send | None = None) -> object:
+        result = {"stopping": True}
+        return SENT if _then(_ok(result), self.request_stop, send) else result
 
-    def op_restart(self, req: dict) -> dict:
+    def op_restart(self, req: dict, send: Send | None = None) -> object:
         """Stop, then run the same command again in this process: it reads config.toml
         and loads the model anew (``notewell model use`` asks, after switching them)."""
         if self.request_restart is None:
             raise RequestError("unavailable", "this daemon cannot restart itself; stop it "
                                "and start it again")
-        threading.Timer(0.05, self.request_restart).start()
-        return {"restarting": True}
+        result = {"restarting": True}
+        return SENT if _then(_ok(result), self.request_restart, send) else result
+
+
+def _alfred(found: api.Searched, lag: dict | None, rebuilding: dict | None) -> str:
+    """A search's answer as Alfred's JSON, with the daemon's state in it."""
+    if found.result is None:  # "#" or "#wor": the tags, not a search
+        return alfred.tags_feedback(found.tags or [], found.query)
+    return alfred.results_feedback(
+        found.result.hits, found.result.notices, found.query, lag, rebuilding=rebuilding,
+        new_notes=found.new_notes, dated=found.result.query.dated)
+
+
+def _ok(result: dict) -> dict:
+    return {"ok": True, "result": result}
+
+
+def _then(reply: dict, stop: Callable[[], None], send: Send | None) -> bool:
+    """Send ``reply``, then ``stop``: the stop never cuts its own reply short, and no
+    delay is guessed for it. True when sent (the caller closes the connection); without
+    ``send`` (a caller in this process) the caller returns the reply itself."""
+    if send is not None:
+        with contextlib.suppress(OSError):  # the client has gone: stop all the same
+            send(reply)
+    stop()
+    return send is not None
 
 
 def _relay(send: Send) -> Callable[[dict], None]:

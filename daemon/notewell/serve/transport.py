@@ -9,7 +9,7 @@ envelope (``error_reply``). It knows nothing about ops: each decoded request goe
 exception is the switch to MCP (``MCP_OP``, answered ok by the handlers), after which the
 connection belongs to the MCP session host the daemon wires in (``mcp_host``).
 
-May import ``wire`` and nothing else of notewell.
+May import ``wire`` and ``clock`` (the deadlines read it), nothing else of notewell.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ import socket
 import struct
 import sys
 import threading
-import time
 from collections.abc import Callable
 from functools import partial
 from typing import Protocol
 
 import msgpack
 
+from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.wire import paths, protocol
 
 log = logging.getLogger(__name__)
@@ -62,8 +62,10 @@ def error_reply(code: str, message: str) -> dict:
 
 class Server:
     def __init__(self, answer: Answer, stop_event: threading.Event,
-                 mcp_host: Callable[[], McpHost] | None = None) -> None:
+                 mcp_host: Callable[[], McpHost] | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.answer = answer
+        self.clock = clock  # the frames' deadlines
         self.mcp_host = mcp_host  # called on the first switch to MCP (it may load the SDK)
         self.stop_event = stop_event
         self._listener: socket.socket | None = None
@@ -147,19 +149,20 @@ class Server:
                 return
             while not self.stop_event.is_set():
                 try:
-                    first = _recv_until(conn, 1, time.monotonic() + IDLE_TIMEOUT)
+                    first = _recv_until(conn, 1, self.clock.monotonic() + IDLE_TIMEOUT,
+                                        self.clock)
                 except (TimeoutError, OSError):
                     return  # idle too long between requests
                 if not first:
                     return  # closed between requests: the normal end
                 # A whole frame must follow its first byte within FRAME_TIMEOUT: a per-recv
                 # timeout would let a client holding a slot send one byte every few seconds.
-                deadline = time.monotonic() + FRAME_TIMEOUT
+                deadline = self.clock.monotonic() + FRAME_TIMEOUT
                 try:
                     header = first + _recv_until(conn, protocol.HEADER_BYTES - 1, deadline,
-                                                 eof_ok=False)
+                                                 self.clock, eof_ok=False)
                     size = protocol.frame_length(header, protocol.MAX_REQUEST_BYTES)
-                    body = _recv_until(conn, size, deadline, eof_ok=False)
+                    body = _recv_until(conn, size, deadline, self.clock, eof_ok=False)
                 except protocol.ProtocolError as e:
                     _refuse(conn, "bad_frame", str(e))
                     return
@@ -222,13 +225,14 @@ def decode_request(body: bytes) -> tuple[object, dict | None]:
         return None, error_reply("bad_message", f"not a msgpack message: {type(e).__name__}")
 
 
-def _recv_until(conn: socket.socket, n: int, deadline: float, eof_ok: bool = True) -> bytes:
-    """Exactly ``n`` bytes by ``deadline`` (``TimeoutError`` otherwise). End of stream
-    before the first byte returns b"" when ``eof_ok``; anywhere else it is a
+def _recv_until(conn: socket.socket, n: int, deadline: float, clock: Clock,
+                eof_ok: bool = True) -> bytes:
+    """Exactly ``n`` bytes by ``deadline`` (on ``clock``; ``TimeoutError`` otherwise). End
+    of stream before the first byte returns b"" when ``eof_ok``; anywhere else it is a
     ``ProtocolError``."""
     buf = bytearray()
     while len(buf) < n:
-        left = deadline - time.monotonic()
+        left = deadline - clock.monotonic()
         if left <= 0:
             raise TimeoutError
         conn.settimeout(left)
@@ -238,6 +242,8 @@ def _recv_until(conn: socket.socket, n: int, deadline: float, eof_ok: bool = Tru
                 return b""
             raise protocol.ProtocolError("connection closed mid-frame")
         buf += data
+    if clock.monotonic() > deadline:  # it came, but too late (the clock says so, not recv)
+        raise TimeoutError
     return bytes(buf)
 
 

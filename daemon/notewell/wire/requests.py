@@ -3,7 +3,9 @@
 The daemon's handlers (``serve.handlers``), the CLI when no daemon runs (``cli.reads``),
 the engine's note pages and the MCP tools (``agents.tools``, whose input schemas are
 generated here) all take their arguments from ``OPS`` and check them with ``check``, so
-the same bad argument gets the same error, with the same limit, on every path.
+the same bad argument gets the same error, with the same limit, on every path; each
+read op is answered by one function of ``api.OPS_TABLE``. The sync ops' few arguments
+(``SYNC_OPS``) are checked the same way.
 
 ``check`` validates against a JSON Schema generated from ``OPS`` with ``jsonschema`` and
 turns its first error into words an agent or a person can act on ("limit: must be from 1
@@ -110,10 +112,27 @@ OPS: dict[str, dict[str, Arg]] = {
     "status": {},
 }
 
+# The ops that bring the index up to date (``serve.handlers``; no read, so no ``api``
+# function): their arguments, checked as the read ops' are.
+_SYNC_NOW = {"rebuild": Arg("boolean", False), "progress": Arg("boolean", False)}
+SYNC_OPS: dict[str, dict[str, Arg]] = {
+    "sync_now": _SYNC_NOW,  # a round by the sync thread, waited for (progress frames)
+    "schedule_sync": {},  # a round soon; answered at once
+    # The names of notewell 0.x before these (``sync_now`` and ``schedule_sync``),
+    # accepted for one release: ``index`` is ``sync_now``, ``sync`` schedules, or with
+    # ``wait`` waits for the round.
+    "index": _SYNC_NOW,
+    "sync": {"wait": Arg("boolean", False)},
+}
+
+
+def _args(op: str) -> dict[str, Arg]:
+    return OPS[op] if op in OPS else SYNC_OPS[op]
+
 
 def default(op: str, name: str, surface: str = "daemon") -> Any:
     """An argument's default for ``surface``: daemon, cli or agent."""
-    arg = OPS[op][name]
+    arg = _args(op)[name]
     chosen = {"cli": arg.cli_default, "agent": arg.agent_default}.get(surface, _SAME)
     return copy.deepcopy(arg.default if chosen is _SAME else chosen)
 
@@ -122,7 +141,7 @@ def default(op: str, name: str, surface: str = "daemon") -> Any:
 
 
 def _property(op: str, name: str, agents: bool, required: bool) -> dict:
-    arg = OPS[op][name]
+    arg = _args(op)[name]
     if arg.type == "tags":
         prop: dict[str, Any] = {"type": "array", "maxItems": MAX_TAGS, "items": {
             "type": "string", "maxLength": MAX_NAME_CHARS}}
@@ -148,7 +167,7 @@ def schema(op: str, names: tuple[str, ...] | None = None, agents: bool = False) 
     ``agents`` (the MCP tools' ``inputSchema``): their defaults and required arguments,
     and an unknown argument is refused; the daemon ignores keys it does not know (a
     request also carries ``op``, ``v`` and ``notewell``)."""
-    args = OPS[op]
+    args = _args(op)
     names = tuple(args) if names is None else names
     required = [n for n in names if args[n].required or (agents and args[n].agent_required)]
     out = {"type": "object",
@@ -159,7 +178,7 @@ def schema(op: str, names: tuple[str, ...] | None = None, agents: bool = False) 
     return out
 
 
-_OP_SCHEMAS = {op: schema(op) for op in OPS}
+_OP_SCHEMAS = {op: schema(op) for op in (*OPS, *SYNC_OPS)}
 
 
 # -- the check -------------------------------------------------------------------------------
@@ -168,8 +187,9 @@ _OP_SCHEMAS = {op: schema(op) for op in OPS}
 def request_args(op: str, req: dict) -> dict:
     """``op``'s arguments from a request (or a command's options): text marked ``cut``
     cut to its length, checked, defaults filled in. Raises ``BadArguments``."""
-    given = {name: req[name] for name in OPS[op] if name in req}
-    for name, arg in OPS[op].items():
+    args = _args(op)
+    given = {name: req[name] for name in args if name in req}
+    for name, arg in args.items():
         if arg.cut and isinstance(given.get(name), str):
             given[name] = given[name][:arg.max_length]
     return check(_OP_SCHEMAS[op], given, op)
