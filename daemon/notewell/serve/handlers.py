@@ -36,7 +36,7 @@ from notewell import __version__, installed_version
 from notewell import config as config_file
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import Config
-from notewell.engine import Engine, HeadingNotFound, NoteNotFound
+from notewell.engine import Engine, HeadingNotFound, NoteNotFound, ReadView
 from notewell.launcher import alfred
 from notewell.search.dates import DateError
 from notewell.search.query import parse
@@ -149,8 +149,10 @@ class Handlers:
         try:
             if req["op"] in STREAMING_OPS:
                 return {"ok": True, "result": handler(req, send)}  # type: ignore[call-arg]
-            with self._one_generation(req["op"]):
-                return {"ok": True, "result": handler(req)}
+            with self._one_generation(req["op"]) as view:
+                # An op on the index reads through the request's one view.
+                return {"ok": True,
+                        "result": handler(req) if view is None else handler(req, view)}
         except RequestError as e:
             return error_reply(e.code, str(e))
         except DateError as e:
@@ -200,14 +202,21 @@ class Handlers:
             "run `notewell agent install` with the notewell you use, then "
             "`notewell alfred build`")
 
-    def _one_generation(self, op: str) -> contextlib.AbstractContextManager:
-        """An op on the index holds one index generation from here to its reply
+    def _one_generation(self, op: str) -> contextlib.AbstractContextManager[ReadView | None]:
+        """An op on the index reads through one view from here to its reply
         (``Engine.reading``): a switch meanwhile neither mixes two files in its answer nor
-        closes the one it reads. The inline ops hold none (``sync`` may wait long)."""
+        closes the one it reads, and each read's side (a copy or SQLite) is decided once.
+        The inline ops hold none (``sync`` may wait long)."""
         engine = self.background.engine
         if op in INLINE_OPS or engine is None:
             return contextlib.nullcontext()
         return engine.reading()
+
+    def _ready_view(self, view: ReadView | None) -> ReadView:
+        self._ready_engine()
+        if view is None:
+            raise RequestError("warming_up", "notewell is loading its model and index")
+        return view
 
     def _ready_engine(self) -> Engine:
         bg = self.background
@@ -223,14 +232,14 @@ class Handlers:
         return {"pong": True, "version": __version__, "protocol": protocol.PROTOCOL_VERSION,
                 "state": self.background.state, "pid": os.getpid(), "started": self.started}
 
-    def op_status(self, req: dict) -> dict:
+    def op_status(self, req: dict, view: ReadView | None = None) -> dict:
         bg = self.background
         base = {"state": bg.state, "problem": bg.problem, "pid": os.getpid(),
                 "uptime": round(self.clock.time() - self.started, 1), "version": __version__,
                 "socket": paths.socket_path(), "last_reports": bg.last_reports,
                 "mcp_sessions": self.mcp_sessions()}
         if bg.engine is not None:
-            base.update(bg.engine.status())
+            base.update((view or bg.engine).status())
             base["rebuilding"] = bg.rebuilding()
             if bg.watcher is not None:
                 base["watching"] = bg.watcher.mode
@@ -239,13 +248,13 @@ class Handlers:
                               if lag else None)
         return base
 
-    def op_search(self, req: dict) -> dict:
+    def op_search(self, req: dict, view: ReadView | None = None) -> dict:
         args = requests.request_args("search", req)  # a long query is cut, not refused
         query, limit, fmt, mode = args["query"], args["limit"], args["format"], args["mode"]
         filters = _filters(args)
         if fmt == "alfred":
             self.latest_alfred_query = query
-        engine = self._ready_engine()
+        engine = self._ready_view(view)
         lag = self.background.lag()
         rebuilding = self.background.rebuilding()
         # A repeated query on an unchanged index gets its prepared answer (response_cache).
@@ -254,7 +263,7 @@ class Handlers:
         keep = not any(isinstance(filters[k], str)
                        for k in ("modified_after", "modified_before"))
         keep = keep and not parse(query).dates  # typed dates may be relative too
-        version = self._responses.version(engine.index.path) if keep else None
+        version = self._responses.version(engine.index_path) if keep else None
         cached = self._responses.get(key, version) if version else None
         if cached is not None:
             return cached
@@ -288,29 +297,28 @@ class Handlers:
     def op_latest_query(self, req: dict) -> dict:
         return {"query": self.latest_alfred_query}
 
-    def op_similar(self, req: dict) -> dict:
+    def op_similar(self, req: dict, view: ReadView | None = None) -> dict:
         args = requests.request_args("similar", req)
         note_id = args["note_id"]
-        engine = self._ready_engine()
+        engine = self._ready_view(view)
         hits = engine.similar(note_id, args["limit"])
-        if not hits and args["strict"] \
-                and engine.index.reads.note_record(note_id) is None:
+        if not hits and args["strict"] and not engine.has_note(note_id):
             raise NoteNotFound(f"no note with id {note_id[:200]!r}; note ids come from "
                                "search results (note_id)")
         return {"hits": [h.to_dict() for h in hits], "notices": []}
 
-    def op_note(self, req: dict) -> dict:
+    def op_note(self, req: dict, view: ReadView | None = None) -> dict:
         args = requests.request_args("note", req)
-        return self._ready_engine().note(args["note_id"], heading=args["heading"],
+        return self._ready_view(view).note(args["note_id"], heading=args["heading"],
                                          offset=args["offset"], max_chars=args["max_chars"])
 
-    def op_tags(self, req: dict) -> dict:
+    def op_tags(self, req: dict, view: ReadView | None = None) -> dict:
         args = requests.request_args("tags", req)
-        return {"tags": self._ready_engine().tags(args["prefix"])}
+        return {"tags": self._ready_view(view).tags(args["prefix"])}
 
-    def op_recent(self, req: dict) -> dict:
+    def op_recent(self, req: dict, view: ReadView | None = None) -> dict:
         args = requests.request_args("recent", req)
-        return self._ready_engine().recent(args["limit"], **_filters(args)).to_dict()
+        return self._ready_view(view).recent(args["limit"], **_filters(args)).to_dict()
 
     def op_sync(self, req: dict) -> dict:
         self._ready_engine()
