@@ -50,6 +50,8 @@ from notewell.priority import lower_this_thread
 
 log = logging.getLogger(__name__)
 
+_LOADS = {"_vectors": "vectors", "_keywords": "keywords", "_vocab": "vocabulary"}
+
 # Seconds before a failed load is tried again, doubling with each failure in a row.
 RETRY_FIRST = 30.0
 RETRY_MAX = 600.0
@@ -145,11 +147,14 @@ class Copies:
                  only_if: bool = False) -> None:
         """Make ``copy`` the one held as ``name`` (``_vectors``, ``_keywords``, ``_vocab``);
         with ``only_if``, only if ``replacing`` is still the one held (another thread may
-        have published a newer one meanwhile). Nothing is published once closed."""
+        have published a newer one meanwhile). Nothing is published once closed. A copy
+        published ends the record of its failed loads (it may come from this thread)."""
         with self._lock:
             if self._closed.is_set() or (only_if and getattr(self, name) is not replacing):
                 return
             setattr(self, name, copy)
+            if copy is not None:
+                self._failed.pop(_LOADS[name], None)
 
     @property
     def vector_copy(self) -> VectorCache | None:
@@ -248,6 +253,7 @@ class Copies:
             with self._lock:
                 if not self._closed.is_set():
                     self._vectors = fresh_copy
+                    self._failed.pop("vectors", None)  # a failed background load: moot
             return
         self._in_background("vectors", self._load_vectors)
 
@@ -400,6 +406,8 @@ class Copies:
 
     def _run_loader(self, what: str, load: Callable[[apsw.Connection], None]) -> None:
         lower_this_thread()  # no query waits for it: SQLite answers meanwhile
+        with self._lock:
+            before = self._failed.get(what)
         conn = None
         failed: Exception | None = None
         try:
@@ -413,7 +421,7 @@ class Copies:
             release_memory()  # loading goes through batches several times a copy's size
             with self._lock:
                 self._loading.pop(what, None)
-                before = self._failed.pop(what, None)
+                self._failed.pop(what, None)
                 if failed is not None:
                     n = (before.failures if before is not None else 0) + 1
                     delay = min(RETRY_MAX, RETRY_FIRST * 2 ** (n - 1))
@@ -423,7 +431,7 @@ class Copies:
             log.warning("the in-memory %s copy of %s failed to load (%s: %s); SQLite answers "
                         "meanwhile, slower; retrying in %.0f s", what, self.path,
                         type(failed).__name__, failed, delay)
-        elif before is not None:
+        elif before is not None and not self._closed.is_set():
             log.info("the in-memory %s copy loaded after %d failed tries", what,
                      before.failures)
 
