@@ -8,7 +8,7 @@ near-duplicates, snippets), ``ranking`` (the knobs) and ``searcher`` (orchestrat
 them, with the caches typing reuses) and ``generation`` (an index with its searcher,
 taken whole by each request, closed when its last reader lets go). Reads the index only
 through its read interface (``index.reads.Reads``; no SQL here): one view per request,
-which decided at its start whether an in-memory copy or SQLite answers each read. May
-import ``notes``, ``memory``, ``index``, ``wire.protocol`` and the
+which decided at its start whether an in-memory copy or SQLite answers each read.
+May import ``notes``, ``memory``, ``index``, ``wire.protocol`` and the
 ``model.embedding.Embedder`` interface.
 """
