@@ -122,17 +122,17 @@ def test_a_retired_generation_held_by_a_request_is_closed_only_when_released(tmp
 
 
 def probe(d: Daemonish, pause=None):
-    """A request that reads the index several times, as ``op_search`` does: ``pause`` runs
-    between its first read and the others."""
+    """A request that reads the index several times through its view, as ``op_search``
+    does: ``pause`` runs between its first read and the others."""
 
-    def op(req: dict) -> dict:
-        path = d.engine.status()["index_path"]
+    def op(req: dict, view) -> dict:
+        path = view.status()["index_path"]
         if pause is not None:
             pause()
-        hits = [h.to_dict() for h in d.engine.search(req["query"]).hits]
-        tags = d.engine.tag_completions("#gen") or []
-        seen = {d.number_of[path], d.number_of[d.engine.index.path],
-                d.number_of[d.engine.searcher.index.path]}
+        hits = [h.to_dict() for h in view.search(req["query"]).hits]
+        tags = view.tag_completions("#gen") or []
+        seen = {d.number_of[path], d.number_of[view.index_path],
+                d.number_of[view.searcher.index.path]}
         return {"seen": seen | marker_numbers(hits) | {int(t["tag"][3:]) for t in tags}}
 
     return op
@@ -236,10 +236,10 @@ def test_the_re_chunk_after_an_upgrade_goes_through_the_same_switch(tmp_path, he
     assert old.index.other_chunker is not None
     try:
         if held:
-            with engine.reading():
+            with engine.reading() as view:
                 engine.sync()
                 assert engine.generations.current is not old and not old.closed
-                assert engine.search("alpha").hits and engine.index is old.index
+                assert view.search("alpha").hits and view.generation is old
         else:
             engine.sync()
         assert old.closed and not os.path.exists(old.index.path)

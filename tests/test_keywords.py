@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import numpy as np
 import pytest
+from notewell.index.copy_reads import CopyReads
 from notewell.search.query import parse
 from notewell.search.ranking import Ranking
 from notewell.search.searcher import Searcher
@@ -263,12 +265,13 @@ def test_together_from_the_copy_matches_fts5(engine, copy):
     cases = [("walnuts", ["banana"]), ("walnuts", ["lisbon"]), ("lisb", ["tram"]),
              ("lisb", ["walnuts", "vacuum"]), ("vacuum", ["postgres"])]
     reads = engine.index.reads
+    assert isinstance(reads, CopyReads)
     for word, others in cases:
         prefix = word == "lisb"
         args = (term(word, prefix), [term(w) for w in others])
         from_copy = reads.together(*args)
         engine.index.copies.settings.keywords = False
-        from_fts5 = reads.together(*args)
+        from_fts5 = engine.index.reads.together(*args)  # a view taken now: SQLite's
         engine.index.copies.settings.keywords = True
         assert from_copy == from_fts5, (word, others)
     assert reads.together(term("walnuts"), [term("banana")])
@@ -281,7 +284,7 @@ def test_a_stale_keyword_copy_is_rebuilt_once_the_chunks_stay_still(tmp_path):
     from helpers import write_notes
     from notewell.config import SourceConfig
     from notewell.index.database import Index
-    from notewell.index.schema import BuildSettings
+    from notewell.index.schema import BuildSettings, connect
     from notewell.ingest.chunking import ChunkSettings
     from notewell.ingest.sync import Syncer
     from notewell.model.fake import FakeEmbedder
@@ -299,12 +302,19 @@ def test_a_stale_keyword_copy_is_rebuilt_once_the_chunks_stay_still(tmp_path):
     writer = Index(path, settings)  # another writer: this index's copy is not brought along
     (folder / "b.md").write_text("# B\n\nwalnut loaf\n")
     Syncer(writer, FakeEmbedder(), ChunkSettings()).sync(source)
-    builds: list[bool] = []
-    index.copies.warm_keywords = lambda wait=False: builds.append(wait)
-    assert index.copies.keywords() is None and builds == []  # changed just now
+    opened = threading.Event()  # a loader opens its connection: a build started
+    index.copies.connect = lambda p: (opened.set(), connect(p))[1]
+
+    def build_started() -> bool:
+        index.ensure_copies()  # what a read view and the sync thread's wake ask
+        return index.copies.state()["keywords"] == "loading" or opened.is_set()
+
+    assert not build_started() and index.copies.keywords() is None  # changed just now
     clock.advance(index.copies.settings.keywords_quiet - 0.5)
-    assert index.copies.keywords() is None and builds == []
+    assert not build_started() and index.copies.keywords() is None
     clock.advance(0.5)
-    assert index.copies.keywords() is None and builds == [False]  # built behind
+    assert build_started() and opened.wait(30)  # built behind
+    index.warm_keywords(wait=True)
+    assert index.copies.keywords() is not None
     writer.close()
     index.close()

@@ -73,7 +73,8 @@ DAEMON_STATUS = {"state", "problem", "pid", "uptime", "socket", "last_reports",
                  "mcp_sessions", "rebuilding", "watching", "behind"}
 # Status values that differ by nature: a daemon's in-memory copies (a one-shot engine
 # keeps none), and the file's size (the daemon's close checkpoints its WAL).
-DIFFERENT_BY_NATURE = {"in_memory", "index_bytes"}
+# A daemon holds the in-memory copies; a one-shot command never builds them.
+DIFFERENT_BY_NATURE = {"in_memory", "index_bytes", "copies"}
 
 
 def _id(case: tuple[str, dict]) -> str:

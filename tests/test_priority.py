@@ -101,7 +101,7 @@ def test_the_daemon_lowers_its_sync_and_watch_threads_not_the_keystroke_path(
         return engine
 
     d = Daemon(notes_config, engine_factory=make_engine, use_events=False)
-    d.handlers.ops["nice"] = lambda req: nice_of(threading.get_native_id())
+    d.handlers.ops["nice"] = lambda req, view=None: nice_of(threading.get_native_id())
     d.background.start()
     try:
         d.background.wait_for_sync()  # the engine is up and a sync has run

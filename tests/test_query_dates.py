@@ -167,9 +167,11 @@ def test_a_broad_filter_applied_after_retrieval_finds_what_the_filtered_path_doe
     filtered = Ranking(dense_k=k, bm25_k=k, post_filter_share=2.0)  # never after
     after = Ranking(dense_k=k, bm25_k=k, post_filter_share=0.0, post_filter_margin=margin)
     unfiltered = []  # BM25 calls without a filter: the path after retrieval was taken
-    bm25 = e.index.reads.bm25
-    monkeypatch.setattr(e.index.reads, "bm25", lambda terms, n, w, b, notes=None: (
-        unfiltered.append(notes is None), bm25(terms, n, w, b, notes))[1])
+    from notewell.index.reads import SqlReads  # CopyReads's too: each view is new
+
+    bm25 = SqlReads.bm25
+    monkeypatch.setattr(SqlReads, "bm25", lambda self, terms, n, w, b, notes=None: (
+        unfiltered.append(notes is None), bm25(self, terms, n, w, b, notes))[1])
     for raw in BROAD:
         for mode in ("hybrid", "bm25", "dense"):
             assert _ranked(e, after, raw, mode) == _ranked(e, filtered, raw, mode), (raw, mode)

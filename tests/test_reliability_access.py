@@ -281,13 +281,16 @@ def test_logs_hold_no_note_text_or_query_unless_debug_log(home, tmp_path, debug_
         assert not leaked, text
 
 
-def test_a_failing_request_logs_where_it_failed_but_not_the_query(home, notes_dir, caplog):
+def test_a_failing_request_logs_where_it_failed_but_not_the_query(home, notes_dir, caplog,
+                                                                   monkeypatch):
+    from notewell.engine import ReadView
+
     cfg = config.Config(sources=(config.SourceConfig("notes", "markdown", str(notes_dir)),))
-    with inproc_daemon(cfg) as d:
-        def explode(query, **_):
+    with inproc_daemon(cfg):
+        def explode(self, query, *args, **_):
             raise RuntimeError(f"fts5: syntax error near {query!r}")  # as SQLite words it
 
-        d.engine.search = explode
+        monkeypatch.setattr(ReadView, "search", explode)  # the request's view searches
         reply = ask("search", query="zanzibarite ledger")
     assert reply["error"]["code"] == "internal"
     assert "zanzibarite" in reply["error"]["message"]  # the owner's client is told

@@ -411,14 +411,15 @@ def test_a_rebuilt_index_is_switched_to_and_the_old_one_closed_when_its_last_rea
         old = engine.index
         newer, _ = rebuild_beside(engine.sources, FakeEmbedder(), engine.chunker,
                                   engine.index_dir)
-        with engine.reading() as held:  # a request running on the old file
+        with engine.reading() as view:  # a request running on the old file
+            held = view.generation
             bg.step()  # nothing due: it looks for a newer generation, and switches
             assert engine.generations.current.index.path == newer
-            assert held.index is old and engine.index is old  # the request keeps its own
+            assert held.index is old and view.index_path == old.path  # it keeps its own
             clock.advance(3600.0)  # however long it runs
             bg.step()
             assert not held.closed and os.path.exists(old.path)
-            assert engine.search("alpha").hits
+            assert view.search("alpha").hits
         assert held.closed and not os.path.exists(old.path)
         assert engine.index.path == newer and engine.search("alpha").hits
         assert bg.state == "ready"

@@ -18,11 +18,11 @@ Sits at the engine layer: may import ``engine`` and what is below it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from notewell.engine import HeadingNotFound, NoteNotFound
+from notewell.engine import Engine, HeadingNotFound, NoteNotFound, ReadView
 from notewell.search.dates import DateError
 from notewell.search.searcher import SearchResult
 from notewell.wire import requests
@@ -51,12 +51,10 @@ def refusal(e: BaseException) -> OpError | None:
     return None
 
 
-@contextlib.contextmanager
-def view(engine: Any) -> Iterator[Any]:
+def view(engine: Engine) -> contextlib.AbstractContextManager[ReadView]:
     """The read view one request answers from, held for the ``with`` block
     (``Engine.reading``)."""
-    with engine.reading():
-        yield engine
+    return engine.reading()
 
 
 def answer(view: Any, op: str, args: dict) -> dict:

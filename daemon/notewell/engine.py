@@ -4,9 +4,12 @@ The daemon holds one ``Engine`` for its lifetime; CLI commands that run without 
 make a short-lived one. Each CLI command is a thin wrapper over one method here.
 
 The index and its searcher come as one ``Generation`` (``search.generation``), which the
-engine's ``Generations`` owns: each read takes one for its whole run (a request can hold
-one across several reads with ``reading()``), and a switch to a new file retires the old
-one, closed when its last reader lets go.
+engine's ``Generations`` owns; a switch to a new file retires the old one, closed when
+its last reader lets go. A request reads through one ``ReadView`` (``with
+engine.reading() as view``): it holds one generation and one read view of its index
+(which side, an in-memory copy or SQLite, answers each read: decided once, at its start)
+for all its reads. The engine's own read methods of the same names are for one-shot
+callers: each takes a fresh view.
 """
 
 from __future__ import annotations
@@ -74,7 +77,6 @@ class Engine:
         # A file cut by another chunker still answers until ``sync`` has re-chunked it.
         index = store.open_current(self.settings, self.index_dir, other_chunker_ok=True)
         self.generations = Generations(self._generation(index), self.index_dir)
-        self._held = threading.local()  # the generation this thread's request holds
         self.sources: list[Source] = [open_source(s) for s in config.sources]
         self._sync_lock = threading.Lock()
         self._unreadable = UnreadableNotes()  # notes that failed: across syncs, one warning
@@ -90,58 +92,80 @@ class Engine:
 
     @property
     def index(self) -> Index:
-        """The index of the generation this thread holds (``reading``), else the current
-        one's: for one-thread callers (CLI, tests) and the sync thread, which switches."""
-        return self._generation_now().index
+        """The current generation's index: for one-thread callers (CLI, tests) and the
+        sync thread, which switches. A request reads through ``reading()`` instead."""
+        return self.generations.current.index
 
     @property
     def searcher(self) -> Searcher:
-        """The searcher on ``index``, of the same generation."""
-        return self._generation_now().searcher
-
-    def _generation_now(self) -> Generation:
-        held = getattr(self._held, "gen", None)
-        return held if held is not None else self.generations.current
+        """The current generation's searcher (unbound: each search takes its own view)."""
+        return self.generations.current.searcher
 
     @contextlib.contextmanager
-    def reading(self) -> Iterator[Generation]:
-        """Hold one generation for the ``with`` block: every read of this engine on this
-        thread inside it (and ``index``, ``searcher``) uses it, whatever switch happens
-        meanwhile. A request takes it once, at its start (``serve.handlers``)."""
-        held = getattr(self._held, "gen", None)
-        if held is not None:
-            yield held
-            return
+    def reading(self) -> Iterator[ReadView]:
+        """A read view for the ``with`` block: it holds the current generation (open,
+        whatever switch happens meanwhile) and reads its index through one view, taken
+        now. A request takes one at its start and makes all its reads through it."""
         with self.generations.use() as gen:
-            self._held.gen = gen
-            try:
-                yield gen
-            finally:
-                self._held.gen = None
+            yield ReadView(self, gen)
 
     def _generation(self, index: Index) -> Generation:
         return Generation(index, Searcher(index, self.embedder, self.ranking,
                                           clock=self.clock))
 
-    # -- reads ------------------------------------------------------------------------------
+    # -- the in-memory copies, as the daemon drives them ------------------------------------
+
+    def warm_copies(self, keywords: bool = False) -> None:
+        """Start loading the vector copy (and with ``keywords``, the keyword copy) in the
+        background now: the daemon's warm-up. A load that fails is logged and retried
+        (``index.copies``); ``status`` shows it."""
+        index = self.index
+        index.warm_vectors()
+        if keywords:
+            index.warm_keywords()
+
+    def ensure_copies(self) -> None:
+        """Start loading whatever copy is behind the index, a failed one once its retry
+        is due: the sync thread's wake, so the keyword copy follows the chunks even when
+        nobody searches."""
+        self.index.ensure_copies()
+
+    # -- reads, one-shot: each takes a fresh view (see ``ReadView`` for the arguments) ------
 
     def search(self, query: str, limit: int = 20, mode: str = "hybrid", *,
                tags: Sequence[str] = (), source: str | None = None,
                modified_after: DateBound = None, modified_before: DateBound = None
                ) -> SearchResult:
-        """The launcher's search. ``tags`` and ``source`` add to the ``#tag`` and
-        ``in:source`` typed in the query; ``modified_after`` / ``modified_before`` are
-        dates as ``search.dates`` reads them (or Unix seconds): notes modified at or
-        after the first's start and before the second's. Raises ``dates.DateError``."""
-        q = self.filtered(parse(query), tags, source, modified_after, modified_before)
-        try:
-            q = filters.with_dates(q, self.clock)
-        except dates.DateError as e:
-            # Typed in the box: a notice with the accepted forms, and no results rather
-            # than results the filter would not have allowed.
-            return SearchResult(q, [], [str(e)])
-        with self.reading() as gen:
-            return gen.searcher.run(q, limit=limit, mode=mode)
+        with self.reading() as view:
+            return view.search(query, limit, mode, tags=tags, source=source,
+                               modified_after=modified_after, modified_before=modified_before)
+
+    def similar(self, note_id: str, limit: int = 20) -> list[Hit]:
+        with self.reading() as view:
+            return view.similar(note_id, limit)
+
+    def recent(self, limit: int = 10, source: str | None = None, tags: Sequence[str] = (),
+               modified_after: DateBound = None, modified_before: DateBound = None
+               ) -> SearchResult:
+        with self.reading() as view:
+            return view.recent(limit, source, tags, modified_after, modified_before)
+
+    def note(self, note_id: str, heading: str | None = None, offset: int = 0,
+             max_chars: int = requests.PAGE_CHARS) -> dict:
+        with self.reading() as view:
+            return view.note(note_id, heading, offset, max_chars)
+
+    def tags(self, prefix: str | None = None) -> list[dict]:
+        with self.reading() as view:
+            return view.tags(prefix)
+
+    def tag_completions(self, query: str, limit: int = 30) -> list[dict] | None:
+        with self.reading() as view:
+            return view.tag_completions(query, limit)
+
+    def status(self) -> dict:
+        with self.reading() as view:
+            return view.status()
 
     def new_notes(self, query: str) -> list[dict]:
         """How to create a note from ``query`` in each source's own app (its ``in:`` source
@@ -180,17 +204,125 @@ class Engine:
             modified_after=after if after is not None else q.modified_after,
             modified_before=before if before is not None else q.modified_before)
 
+    # -- writes -----------------------------------------------------------------------------
+
+    def sync(self, progress: bool | ProgressBars = False,
+             should_stop: Callable[[], bool] = lambda: False,
+             only: str | Collection[str] | None = None,
+             rebuild_all: bool = False) -> list[SyncReport]:
+        """Bring the index up to date with every source (or those named in ``only``).
+        An index cut by another chunker (an upgrade changed it) is rebuilt beside from
+        every source instead, embedding only the passages whose text changed, and this
+        engine switches to it (``reopen``); so is any index with ``rebuild_all``
+        (``notewell index --rebuild`` sent to the daemon), unless a configured source
+        cannot be read. The caller holds ``index.writer``'s lock."""
+        if isinstance(only, str):
+            only = {only}
+        if rebuild_all or self.index.other_chunker is not None:
+            if not rebuild_all:
+                log.info("the index was cut by chunker %r; re-chunking it as %r beside the "
+                         "live one (only changed passages are embedded)",
+                         self.index.other_chunker, self.chunker.fingerprint())
+            with self._sync_lock:
+                # A source that cannot be read now keeps its notes in the live index, which
+                # answers until a later try reads every source.
+                keep = ({s.name for s in self.sources} if rebuild_all
+                        else self.index.sql_view().sources())
+                final, reports = rebuild(self.sources, self.embedder, self.chunker,
+                                         self.index_dir, progress, should_stop,
+                                         keep_if_failed=keep)
+            if final is not None:
+                self.reopen(final)
+            return reports
+        with self._sync_lock:
+            syncer = Syncer(self.index, self.embedder, self.chunker, should_stop,
+                            unreadable=self._unreadable)
+            reports = []
+            for src in self.sources:
+                if only is not None and src.name not in only:
+                    continue
+                reports.append(syncer.sync(src, progress=progress))
+            self._drop_unconfigured()
+            return reports
+
+    def _drop_unconfigured(self) -> None:
+        configured = {s.name for s in self.sources}
+        for name in self.index.sql_view().sources():
+            if name not in configured:
+                log.info("source %s is no longer configured; dropping its notes", name)
+                self.index.drop_source(name)
+
+    def reopen(self, path: str | None = None) -> None:
+        """Switch to another index file: a new generation, in one swap. The old one is
+        closed, and its file deleted, when the last request holding it lets go (at once
+        if none does). Raises ``IndexMismatch`` (another model's file) and keeps the old."""
+        old = self.generations.current.index
+        index = Index(path or store.current_path(self.index_dir), self.settings,
+                      old.copies.settings)  # a one-shot engine's copies stay off
+        self.generations.switch(self._generation(index))
+
+    def newer_generation(self) -> str | None:
+        current = store.current_path(self.index_dir)
+        return current if current != self.generations.current.index.path else None
+
+
+class ReadView:
+    """One request's reads (``Engine.reading``): one generation, held, and one read view
+    of its index (``Index.view``: the freshness stamps read once, which side answers each
+    read fixed then), through which every method here reads. The read methods match the
+    ``Engine``'s of the same names, which take a fresh view each call."""
+
+    def __init__(self, engine: Engine, generation: Generation) -> None:
+        self._engine = engine
+        self.generation = generation
+        self.config = engine.config
+        self.clock = engine.clock
+        self.reads = generation.index.view()
+        self.searcher = generation.searcher.on(self.reads)
+
+    @property
+    def index_path(self) -> str:
+        """The file this view reads (prepared answers are kept per file)."""
+        return self.generation.index.path
+
+    def has_note(self, note_id: str) -> bool:
+        """Whether a note with this id is indexed."""
+        return self.reads.note_record(note_id) is not None
+
+    def new_notes(self, query: str) -> list[dict]:
+        return self._engine.new_notes(query)
+
+    def filtered(self, q: Query, tags: Sequence[str] = (), source: str | None = None,
+                 modified_after: DateBound = None, modified_before: DateBound = None
+                 ) -> Query:
+        return self._engine.filtered(q, tags, source, modified_after, modified_before)
+
+    def search(self, query: str, limit: int = 20, mode: str = "hybrid", *,
+               tags: Sequence[str] = (), source: str | None = None,
+               modified_after: DateBound = None, modified_before: DateBound = None
+               ) -> SearchResult:
+        """The launcher's search. ``tags`` and ``source`` add to the ``#tag`` and
+        ``in:source`` typed in the query; ``modified_after`` / ``modified_before`` are
+        dates as ``search.dates`` reads them (or Unix seconds): notes modified at or
+        after the first's start and before the second's. Raises ``dates.DateError``."""
+        q = self.filtered(parse(query), tags, source, modified_after, modified_before)
+        try:
+            q = filters.with_dates(q, self.clock)
+        except dates.DateError as e:
+            # Typed in the box: a notice with the accepted forms, and no results rather
+            # than results the filter would not have allowed.
+            return SearchResult(q, [], [str(e)])
+        return self.searcher.run(q, limit=limit, mode=mode)
+
     def similar(self, note_id: str, limit: int = 20) -> list[Hit]:
-        with self.reading() as gen:
-            return gen.searcher.similar(note_id, limit)
+        return self.searcher.similar(note_id, limit)
 
     def recent(self, limit: int = 10, source: str | None = None, tags: Sequence[str] = (),
                modified_after: DateBound = None, modified_before: DateBound = None
                ) -> SearchResult:
         """The most recently modified notes, newest first, within the filters."""
         q = self.filtered(parse(""), tags, source, modified_after, modified_before)
-        with self.reading() as gen:
-            return gen.searcher.run(q, limit=limit)
+        return self.searcher.run(q, limit=limit)
 
     def note(self, note_id: str, heading: str | None = None, offset: int = 0,
              max_chars: int = requests.PAGE_CHARS) -> dict:
@@ -201,9 +333,9 @@ class Engine:
         Raises ``NoteNotFound``, ``HeadingNotFound``, ``requests.BadArguments``."""
         requests.request_args("note", {"note_id": note_id, "heading": heading,
                                        "offset": offset, "max_chars": max_chars})
-        with self.reading() as gen:
-            record = gen.index.reads.note_record(note_id)
-        src = next((s for s in self.sources if record and s.name == record.source), None)
+        record = self.reads.note_record(note_id)
+        src = next((s for s in self._engine.sources
+                    if record and s.name == record.source), None)
         if record is None or src is None:
             raise NoteNotFound(f"no note with id {note_id[:200]!r}; note ids come from "
                                "search results (note_id)")
@@ -251,8 +383,7 @@ class Engine:
         (``work`` of ``work/project``) counting the notes of all their children once;
         by tag. ``prefix`` keeps the tags that start with it (any case, ``#`` ignored)."""
         notes: dict[str, set[int]] = {}
-        with self.reading() as gen:
-            tagged = gen.index.reads.tag_notes()
+        tagged = self.reads.tag_notes()
         for tag, note in tagged:
             parts = tag.split("/")
             for n in range(1, len(parts) + 1):
@@ -271,9 +402,8 @@ class Engine:
             return None
         # Every keystroke of "#wor" asks: the counts are kept (by the generation, for
         # every thread) until the index changes, and never changed once made.
-        with self.reading() as gen:
-            every = gen.remember("tag_counts", gen.index.reads.content_stamp(),
-                                 self._tag_counts)
+        every = self.generation.remember("tag_counts", self.reads.content_stamp(),
+                                         self._tag_counts)
         found = [dict(t) for t in every if t["tag"].startswith(prefix)]
         return found[:limit] or None
 
@@ -286,14 +416,13 @@ class Engine:
         return tuple(every)
 
     def status(self) -> dict:
-        with self.reading() as gen:
-            return self._status(gen.index)
-
-    def _status(self, index: Index) -> dict:
+        """The index's counts, model, chunker, file, sources and in-memory copies
+        (``copies``: what each is doing, a failed load with its error and next retry)."""
+        engine, index = self._engine, self.generation.index
         counts = index.counts()
         rows = {r["name"]: r for r in index.source_rows()}
         sources = []
-        for src in self.sources:
+        for src in engine.sources:
             row = rows.get(src.name, {})
             sources.append({
                 "name": src.name, "type": src.kind, "path": src.config.path,
@@ -311,9 +440,9 @@ class Engine:
             "notes": counts["notes"],
             "chunks": counts["chunks"],
             "embeddings": counts["embeddings"],
-            "model": self.embedder.fingerprint(),
+            "model": engine.embedder.fingerprint(),
             # What cut the live index: until a sync re-chunks it, maybe not ``chunker``.
-            "chunker": index.other_chunker or self.chunker.fingerprint(),
+            "chunker": index.other_chunker or engine.chunker.fingerprint(),
             "re_chunking": index.other_chunker is not None,
             "index_version": SCHEMA_VERSION,
             "index_path": index.path,
@@ -321,68 +450,8 @@ class Engine:
             "sources": sources,
             "last_sync": max(syncs) if syncs else None,
             "in_memory": index.copies.nbytes(),
+            "copies": index.copies.state(),
         }
-
-    # -- writes -----------------------------------------------------------------------------
-
-    def sync(self, progress: bool | ProgressBars = False,
-             should_stop: Callable[[], bool] = lambda: False,
-             only: str | Collection[str] | None = None,
-             rebuild_all: bool = False) -> list[SyncReport]:
-        """Bring the index up to date with every source (or those named in ``only``).
-        An index cut by another chunker (an upgrade changed it) is rebuilt beside from
-        every source instead, embedding only the passages whose text changed, and this
-        engine switches to it (``reopen``); so is any index with ``rebuild_all``
-        (``notewell index --rebuild`` sent to the daemon), unless a configured source
-        cannot be read. The caller holds ``index.writer``'s lock."""
-        if isinstance(only, str):
-            only = {only}
-        if rebuild_all or self.index.other_chunker is not None:
-            if not rebuild_all:
-                log.info("the index was cut by chunker %r; re-chunking it as %r beside the "
-                         "live one (only changed passages are embedded)",
-                         self.index.other_chunker, self.chunker.fingerprint())
-            with self._sync_lock:
-                # A source that cannot be read now keeps its notes in the live index, which
-                # answers until a later try reads every source.
-                keep = ({s.name for s in self.sources} if rebuild_all
-                        else self.index.reads.sources())
-                final, reports = rebuild(self.sources, self.embedder, self.chunker,
-                                         self.index_dir, progress, should_stop,
-                                         keep_if_failed=keep)
-            if final is not None:
-                self.reopen(final)
-            return reports
-        with self._sync_lock:
-            syncer = Syncer(self.index, self.embedder, self.chunker, should_stop,
-                            unreadable=self._unreadable)
-            reports = []
-            for src in self.sources:
-                if only is not None and src.name not in only:
-                    continue
-                reports.append(syncer.sync(src, progress=progress))
-            self._drop_unconfigured()
-            return reports
-
-    def _drop_unconfigured(self) -> None:
-        configured = {s.name for s in self.sources}
-        for name in self.index.reads.sources():
-            if name not in configured:
-                log.info("source %s is no longer configured; dropping its notes", name)
-                self.index.drop_source(name)
-
-    def reopen(self, path: str | None = None) -> None:
-        """Switch to another index file: a new generation, in one swap. The old one is
-        closed, and its file deleted, when the last request holding it lets go (at once
-        if none does). Raises ``IndexMismatch`` (another model's file) and keeps the old."""
-        old = self.generations.current.index
-        index = Index(path or store.current_path(self.index_dir), self.settings,
-                      old.copies.settings)  # a one-shot engine's copies stay off
-        self.generations.switch(self._generation(index))
-
-    def newer_generation(self) -> str | None:
-        current = store.current_path(self.index_dir)
-        return current if current != self.generations.current.index.path else None
 
 
 def embedder_for(config: Config) -> Embedder:

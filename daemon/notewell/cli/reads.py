@@ -137,6 +137,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         print("memory:  " + ", ".join(
             f"{name} copy {'loading' if size is None else f'{size / 2**20:.0f} MB'}"
             for name, size in copies.items()))
+        states = status.get("copies") or {}
+        if states:  # a failed load says why and when it is tried again
+            print("copies:  " + ", ".join(f"{name} {state}" for name, state in states.items()))
     for s in status["sources"]:
         when = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s["last_sync"]))
                 if s["last_sync"] else "never")

@@ -2,11 +2,12 @@
 
 Owns every line of SQL in notewell: the file's format, migrations and checks
 (``schema``), the ``Index`` with its connections and writes (``database``), the reads
-SQLite answers (``sql``), the one read interface search uses, which decides whether an
-in-memory copy or SQLite answers (``reads``), the lifecycle of the in-memory copies
-(``copies``) and the copies themselves (``keywords``, ``vector_cache``, with ``topk``),
-FTS5's words and their frequencies (``terms``), index files on disk and their generations
-(``store``), a stamp of writes by anyone (``stamp``) and a small shared LRU (``lru``).
-May import ``notes``, ``memory``, ``clock`` and ``wire.paths``; never ``search``, ``ingest``,
-``serve`` or anything above them.
+SQLite answers (``sql``), the one read interface search uses and its SQLite side
+(``reads``), its in-memory-copy side and the per-request view that picks a side once
+(``copy_reads``), the lifecycle of the in-memory copies (``copies``) and the copies
+themselves (``keywords``, ``vector_cache``, with ``topk``), FTS5's words and their
+frequencies (``terms``), index files on disk and their generations (``store``), a stamp
+of writes by anyone (``stamp``) and a small shared LRU (``lru``). May import ``notes``,
+``memory``, ``clock`` and ``wire.paths``; never ``search``, ``ingest``, ``serve`` or
+anything above them.
 """

@@ -6,13 +6,22 @@ current, else FTS5's). Each is tied to the file by stamps every write moves (the
 by ``vectors_epoch`` and the highest vector id, the others by ``chunks_epoch``), loaded on
 the query's thread when that is cheap (a small index, a few new vectors, ":memory:" whose
 rows no other connection sees) and otherwise in a background thread of its own, one per
-copy at a time, while SQLite answers. ``Copies`` decides only whether a copy is current
-enough to use; ``reads.Reads`` asks it, and answers from SQLite when it says no.
+copy at a time, while SQLite answers. A read view (``copy_reads.open_view``) reads the
+stamps once (``sql.freshness``), asks ``ensure_loading`` to bring along what is cheap and
+start what is not, then takes what is ``current`` as of those stamps, for its whole
+request; nothing else starts a load but the explicit ``warm_*`` calls and the daemon's
+sync thread (``ensure_loading`` again, at each wake).
+
+A loader that fails is logged with its error, shown by ``state`` (``notewell status``,
+``doctor``) and retried with a backoff the injected ``clock`` decides (``RETRY_FIRST``
+doubling up to ``RETRY_MAX``): a daemon whose copies never load answers every keystroke
+from SQLite, tens of times slower, and must say so.
 
 Threads: query threads, the sync thread (``follow``) and the loader threads all read and
 replace the copies. A copy is never changed once published, except the vector copy's
-appends (``VectorCache`` has its own lock); the references to them, and the loaders
-running, are replaced under ``Copies._lock``, and read once into a local by each use.
+appends (``VectorCache`` has its own lock); the references to them, the loaders running
+and their failures are replaced under ``Copies._lock``, and read once into a local by
+each use.
 
 May import ``index.sql`` (the rows a copy is read from), ``index.keywords``,
 ``index.terms``, ``index.vector_cache`` and ``memory``; never ``index.database`` (the
@@ -21,6 +30,7 @@ May import ``index.sql`` (the rows a copy is read from), ``index.keywords``,
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,10 +42,19 @@ from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.index import keywords, sql
 from notewell.index.keywords import COLUMN_WEIGHTS, KeywordIndex
 from notewell.index.schema import connect
+from notewell.index.sql import Freshness
 from notewell.index.terms import Tokens, Vocabulary, read_vocabulary
 from notewell.index.vector_cache import VectorCache
 from notewell.memory import release_memory
 from notewell.priority import lower_this_thread
+
+log = logging.getLogger(__name__)
+
+_LOADS = {"_vectors": "vectors", "_keywords": "keywords", "_vocab": "vocabulary"}
+
+# Seconds before a failed load is tried again, doubling with each failure in a row.
+RETRY_FIRST = 30.0
+RETRY_MAX = 600.0
 
 
 @dataclass
@@ -76,23 +95,47 @@ class CopySettings:
     keywords_quiet: float = 2.0
 
 
+@dataclass(frozen=True)
+class Held:
+    """The copies one read view answers from, fixed at its start: None where SQLite
+    answers (``vocabulary`` None: FTS5's, read when first asked)."""
+
+    vectors: VectorCache | None
+    keywords: KeywordIndex | None
+    vocabulary: Vocabulary | None
+
+
+@dataclass(frozen=True)
+class LoadFailure:
+    """The last failed load of a copy: its error, how many failed in a row, and when
+    (``Clock.monotonic``) the next may start."""
+
+    error: str
+    failures: int
+    retry_at: float
+
+
 class Copies:
     """The in-memory copies of one index file. ``db`` gives this thread's connection to
-    it; background loads open connections of their own."""
+    it; background loads open connections of their own, with ``connect`` (tests inject
+    one that fails). ``clock`` decides the keyword copy's quiet time and the retries."""
 
     def __init__(self, path: str, dim: int, db: Callable[[], apsw.Connection],
-                 settings: CopySettings | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+                 settings: CopySettings | None = None, clock: Clock = SYSTEM_CLOCK,
+                 connect: Callable[[str], apsw.Connection] = connect) -> None:
         self.path = path
         self.dim = dim
         self.settings = settings or CopySettings()
-        self._clock = clock  # how long the chunks have stayed unchanged (keywords_quiet)
+        self.clock = clock
+        self.connect = connect
         self._db = db
         self._vectors: VectorCache | None = None
         self._keywords: KeywordIndex | None = None
         self._vocab: Vocabulary | None = None
-        # Guards the three references above, _loading and _epoch_seen (see the module).
+        # Guards the three references above, _loading, _failed and _epoch_seen.
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Thread] = {}  # background loads by name
+        self._failed: dict[str, LoadFailure] = {}  # by name, until a load succeeds
         self._epoch_seen: tuple[str, float] = ("", 0.0)
         self._closed = threading.Event()  # one way: once closed, never open again
 
@@ -104,11 +147,14 @@ class Copies:
                  only_if: bool = False) -> None:
         """Make ``copy`` the one held as ``name`` (``_vectors``, ``_keywords``, ``_vocab``);
         with ``only_if``, only if ``replacing`` is still the one held (another thread may
-        have published a newer one meanwhile). Nothing is published once closed."""
+        have published a newer one meanwhile). Nothing is published once closed. A copy
+        published ends the record of its failed loads (it may come from this thread)."""
         with self._lock:
             if self._closed.is_set() or (only_if and getattr(self, name) is not replacing):
                 return
             setattr(self, name, copy)
+            if copy is not None:
+                self._failed.pop(_LOADS[name], None)
 
     @property
     def vector_copy(self) -> VectorCache | None:
@@ -121,39 +167,103 @@ class Copies:
         return {"vectors": vectors.nbytes() if vectors is not None else None,
                 "keywords": words.nbytes() if words is not None else None}
 
+    def state(self) -> dict[str, str]:
+        """What each copy is doing, for ``status`` and ``doctor``: ``off`` (a one-shot
+        command), ``loaded``, ``loading``, ``not loaded`` or ``failed: <error>, retrying in
+        N s`` (the vocabulary only when its load failed)."""
+        now = self.clock.monotonic()
+        with self._lock:
+            loading, failed = set(self._loading), dict(self._failed)
+            held = {"vectors": self._vectors, "keywords": self._keywords}
+        on = {"vectors": self.settings.vectors, "keywords": self.settings.keywords}
+        out = {}
+        for name in ("vectors", "keywords", "vocabulary"):
+            failure = failed.get(name)
+            if failure is not None:
+                out[name] = f"failed: {failure.error}, " + (
+                    "retrying now" if name in loading
+                    else f"retrying in {max(0.0, failure.retry_at - now):.0f} s")
+            elif name == "vocabulary":
+                continue
+            elif not on[name]:
+                out[name] = "off"
+            else:
+                out[name] = ("loading" if name in loading
+                             else "loaded" if held[name] is not None else "not loaded")
+        return out
+
+    # -- what a read view takes -----------------------------------------------------------
+
+    def ensure_loading(self, fresh: Freshness, db: apsw.Connection) -> None:
+        """Bring the copies along to ``fresh`` where that is cheap, here and now (a few new
+        vectors, a small index, ":memory:"), and start a background load of each copy that
+        is behind otherwise (the keyword copy once the chunks have been still for
+        ``keywords_quiet``; a failed load once its retry is due)."""
+        if self._closed.is_set():
+            return
+        if self.settings.vectors:
+            self._ensure_vectors(fresh, db)
+        if self.settings.keywords:
+            self._ensure_keywords(fresh, db)
+        self._ensure_vocabulary(fresh, db)
+
+    def current(self, fresh: Freshness) -> Held:
+        """The copies that answer as of ``fresh``, read once, no side effect: the vector
+        copy of the same epoch (without the newest vectors while they load), the keyword
+        copy of the same chunks, and the vocabulary (the keyword copy's when current, or
+        on a large index the last one read while a newer one loads)."""
+        if self._closed.is_set():
+            return Held(None, None, None)
+        s = self.settings
+        cache = self._vectors if s.vectors else None
+        if cache is not None and cache.epoch != fresh.vectors_epoch:
+            cache = None
+        copy = self._keywords if s.keywords else None
+        inline = s.vocab_load_inline
+        vocab: Vocabulary | None = None
+        if copy is not None and (copy.epoch == fresh.chunks_epoch or copy.chunks > inline):
+            vocab = copy.vocabulary()
+        elif (found := self._vocab) is not None and (
+                found.stamp == fresh.chunks_epoch
+                or (found.chunks > inline and self.path != ":memory:")):
+            vocab = found
+        if copy is not None and copy.epoch != fresh.chunks_epoch:
+            copy = None
+        return Held(cache, copy, vocab)
+
     # -- vectors ------------------------------------------------------------------------------
 
     def vectors(self) -> VectorCache | None:
-        """The vector copy to answer from, or ``None`` for SQLite.
+        """The vector copy current now, or ``None`` (SQLite answers); loads nothing."""
+        return self.current(sql.freshness(self._db())).vectors
 
-        Up to date after a few new vectors (an edit: fetched here, ~20 us each). After
-        many (a bulk sync) it answers without the newest while they load in the
-        background; after a deletion (a new epoch) it is not used until reloaded. A small
-        index (or ":memory:") is read here and now."""
-        if self._closed.is_set() or not self.settings.vectors:
-            return None
-        db = self._db()
-        epoch, max_id = sql.vector_state(db)
-        cache = self._vectors
-        if cache is not None and cache.epoch == epoch:
-            if cache.max_id == max_id:
-                return cache
-            if (max_id - cache.max_id <= self.settings.vector_pull_inline
-                    and self._pull(cache, db)):
-                return cache
-        if self.path == ":memory:" or max_id <= self.settings.vector_load_inline:
+    def _ensure_vectors(self, fresh: Freshness, db: apsw.Connection) -> None:
+        """After a few new vectors (an edit) they are fetched here (~20 us each); after
+        many (a bulk sync) or a deletion (a new epoch) the copy loads in the background,
+        answering without the newest meanwhile (or not at all: a new epoch). A small index
+        (or ":memory:") is read here."""
+        s, cache = self.settings, self._vectors
+        if cache is not None and cache.epoch == fresh.vectors_epoch:
+            if cache.max_id >= fresh.max_vector:
+                return
+            if fresh.max_vector - cache.max_id <= s.vector_pull_inline and self._pull(cache, db):
+                return
+        if self.path == ":memory:" or fresh.max_vector <= s.vector_load_inline:
+            fresh_copy = self._read_vectors(db)
             with self._lock:
-                self._vectors = cache = self._read_vectors(db)
-            return cache
-        self.warm_vectors()
-        return cache if cache is not None and cache.epoch == epoch else None
+                if not self._closed.is_set():
+                    self._vectors = fresh_copy
+                    self._failed.pop("vectors", None)  # a failed background load: moot
+            return
+        self._in_background("vectors", self._load_vectors)
 
     def warm_vectors(self, wait: bool = False) -> None:
-        """Load (or bring up to date) the vector copy in a background thread; a daemon
-        calls this at start so the first query does not pay for it."""
+        """Load (or bring up to date) the vector copy in a background thread now, a failed
+        load's backoff notwithstanding; a daemon calls this at start so the first query
+        does not pay for it."""
         if self.path == ":memory:" or self._closed.is_set() or not self.settings.vectors:
             return
-        self._in_background("vectors", self._load_vectors, wait)
+        self._in_background("vectors", self._load_vectors, wait, retry_now=True)
 
     def _load_vectors(self, conn: apsw.Connection) -> None:
         cache = self._vectors
@@ -166,12 +276,12 @@ class Copies:
     def _pull(self, cache: VectorCache, db: apsw.Connection) -> bool:
         """Append vectors newer than the cache's; ``False`` if the epoch moved meanwhile."""
         with self._lock:
-            if cache.max_id >= sql.vector_state(db)[1]:
-                return True
             with db:  # one read transaction: the state and the rows agree
                 epoch, max_id = sql.vector_state(db)
                 if epoch != cache.epoch:
                     return False
+                if cache.max_id >= max_id:
+                    return True
                 rows = sql.vectors_between(db, cache.max_id, max_id)
             _append_rows(cache, rows, max_id)
             return True
@@ -196,14 +306,14 @@ class Copies:
     # -- keywords -----------------------------------------------------------------------------
 
     def keywords(self) -> KeywordIndex | None:
-        """The keyword copy if it matches the index now; else None (FTS5 answers) while a
-        new one is built behind."""
-        if self._closed.is_set() or not self.settings.keywords:
-            return None
-        epoch, now = sql.chunks_epoch(self._db()), self._clock.monotonic()
-        copy = self._keywords
+        """The keyword copy if it matches the index now, else None (FTS5 answers); builds
+        nothing."""
+        return self.current(sql.freshness(self._db())).keywords
+
+    def _ensure_keywords(self, fresh: Freshness, db: apsw.Connection) -> None:
+        copy, epoch, now = self._keywords, fresh.chunks_epoch, self.clock.monotonic()
         if copy is not None and copy.epoch == epoch:
-            return copy
+            return
         # Rebuild once the chunks have been still for a moment: during a burst of edits
         # a rebuild would compete with the syncs (one edit in 10,000 notes became
         # searchable in 0.76 s instead of 0.3) and be stale before it finished.
@@ -211,18 +321,22 @@ class Copies:
             if self._epoch_seen[0] != epoch:
                 self._epoch_seen = (epoch, now)
             seen = self._epoch_seen[1]
-        if copy is None or now - seen >= self.settings.keywords_quiet:
-            self.warm_keywords()
-        return None
+        if copy is not None and now - seen < self.settings.keywords_quiet:
+            return
+        if self.path == ":memory:":  # no other connection sees its rows: build here
+            self._publish("_keywords", _read_keywords(db))
+            return
+        self._in_background("keywords", self._load_keywords)
 
     def warm_keywords(self, wait: bool = False) -> None:
-        """Build the keyword copy (in the background unless ``wait``)."""
+        """Build the keyword copy (in the background unless ``wait``) now, a failed
+        load's backoff notwithstanding."""
         if self._closed.is_set() or not self.settings.keywords:
             return
         if self.path == ":memory:":  # no other connection sees its rows: build here
             self._publish("_keywords", _read_keywords(self._db()))
             return
-        self._in_background("keywords", self._load_keywords, wait)
+        self._in_background("keywords", self._load_keywords, wait, retry_now=True)
 
     def _load_keywords(self, conn: apsw.Connection) -> None:
         copy = _read_keywords(conn, self._closed.is_set)
@@ -245,30 +359,26 @@ class Copies:
         if moved is not None:  # else too much changed: stale, rebuilt once writes settle
             self._publish("_keywords", moved, replacing=copy, only_if=True)
 
-    def vocabulary(self) -> Vocabulary:
-        """The indexed terms with their document frequencies (``terms.Vocabulary``).
-
-        The keyword copy's when it is current, else read from FTS5 here after a change on
-        a small index. A large one answers with the last it has (the copy's, or FTS5's
-        read in the background): document frequencies that lag an edit by a moment weigh
-        words all the same."""
-        db = self._db()
-        stamp = sql.chunks_epoch(db)
+    def _ensure_vocabulary(self, fresh: Freshness, db: apsw.Connection) -> None:
+        """The indexed terms with their document frequencies (``terms.Vocabulary``): the
+        keyword copy's when it is current, else read from FTS5 here after a change on a
+        small index. A large one answers with the last it has (the copy's, or FTS5's read
+        in the background): document frequencies that lag an edit by a moment weigh words
+        all the same."""
+        stamp = fresh.chunks_epoch
         copy = self._keywords if self.settings.keywords else None
         inline = self.settings.vocab_load_inline
         if copy is not None and (copy.epoch == stamp or copy.chunks > inline):
             if self._vocab is not None:  # the copy's own serves: no second list of terms
                 self._publish("_vocab", None)
-            return copy.vocabulary()
+            return
         vocab = self._vocab
         if vocab is not None and vocab.stamp == stamp:
-            return vocab
+            return
         if vocab is None or vocab.chunks <= inline or self.path == ":memory:":
-            vocab = read_vocabulary(db, stamp)
-            self._publish("_vocab", vocab)
-            return vocab
+            self._publish("_vocab", read_vocabulary(db, stamp))
+            return
         self._in_background("vocabulary", self._load_vocabulary)
-        return vocab
 
     def _load_vocabulary(self, conn: apsw.Connection) -> None:
         self._publish("_vocab", read_vocabulary(conn, sql.chunks_epoch(conn)))
@@ -276,11 +386,16 @@ class Copies:
     # -- background loads ---------------------------------------------------------------------
 
     def _in_background(self, what: str, load: Callable[[apsw.Connection], None],
-                       wait: bool = False) -> None:
+                       wait: bool = False, retry_now: bool = False) -> None:
         """Run ``load`` on a connection of its own in a background thread, one per
-        ``what`` at a time."""
+        ``what`` at a time; after a failure, not before its retry is due (unless
+        ``retry_now``)."""
         with self._lock:
             thread = self._loading.get(what)
+            failure = self._failed.get(what)
+            if (thread is None and failure is not None and not retry_now
+                    and self.clock.monotonic() < failure.retry_at):
+                return
             if thread is None:
                 thread = self._loading[what] = threading.Thread(
                     target=self._run_loader, args=(what, load), name=f"notewell-{what}",
@@ -291,18 +406,34 @@ class Copies:
 
     def _run_loader(self, what: str, load: Callable[[apsw.Connection], None]) -> None:
         lower_this_thread()  # no query waits for it: SQLite answers meanwhile
+        with self._lock:
+            before = self._failed.get(what)
         conn = None
+        failed: Exception | None = None
         try:
-            conn = connect(self.path)
+            conn = self.connect(self.path)
             load(conn)
-        except apsw.Error:  # closed or replaced meanwhile: the next query starts again
-            pass
+        except Exception as e:  # not closed meanwhile (a replaced index): say so, retry
+            failed = None if self._closed.is_set() else e
         finally:
             if conn is not None:
                 conn.close()
             release_memory()  # loading goes through batches several times a copy's size
             with self._lock:
                 self._loading.pop(what, None)
+                self._failed.pop(what, None)
+                if failed is not None:
+                    n = (before.failures if before is not None else 0) + 1
+                    delay = min(RETRY_MAX, RETRY_FIRST * 2 ** (n - 1))
+                    self._failed[what] = LoadFailure(f"{type(failed).__name__}: {failed}", n,
+                                                     self.clock.monotonic() + delay)
+        if failed is not None:
+            log.warning("the in-memory %s copy of %s failed to load (%s: %s); SQLite answers "
+                        "meanwhile, slower; retrying in %.0f s", what, self.path,
+                        type(failed).__name__, failed, delay)
+        elif before is not None and not self._closed.is_set():
+            log.info("the in-memory %s copy loaded after %d failed tries", what,
+                     before.failures)
 
 
 def _read_keywords(conn: apsw.Connection, cancelled: Callable[[], bool] = lambda: False

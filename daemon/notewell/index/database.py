@@ -5,8 +5,8 @@ checks it; a damaged one raises ``IndexCorrupt`` for ``store`` to move aside), e
 (one transaction per note, each moving the stamps the in-memory copies follow), the
 record of each source's syncs, and the counts ``notewell status`` shows. An ``Index``
 holds its ``copies`` (``copies.Copies``: the daemon's in-memory copies and their loader
-threads) and its ``reads`` (``reads.Reads``: the one read interface search uses, which
-decides whether a copy or SQLite answers). Ranking lives in ``search``.
+threads) and hands out read views (``view``: the one read interface search uses, its
+side, a copy or SQLite, decided once per view). Ranking lives in ``search``.
 
 Vectors are content-addressed: ``embeddings`` maps the sha256 of a chunk's embedded text
 to a row id, and the ``vectors`` vec0 table holds the vector under that id. Editing one
@@ -35,8 +35,9 @@ import numpy as np
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.index import keywords, schema, sql
 from notewell.index.copies import Copies, CopySettings
+from notewell.index.copy_reads import open_view
 from notewell.index.keywords import KeywordIndex
-from notewell.index.reads import Reads
+from notewell.index.reads import ReadCaches, Reads, SqlReads
 from notewell.index.schema import BuildSettings, ChunkerChanged, IndexCorrupt, connect
 from notewell.notes import Chunk, Note
 
@@ -66,7 +67,7 @@ class Index:
         self._conns: list[apsw.Connection] = []
         self._conns_lock = threading.Lock()
         self.copies = Copies(path, settings.dim, lambda: self.db, copies, clock)
-        self.reads = Reads(lambda: self.db, self.copies)
+        self._read_caches = ReadCaches()
         # Set by ``store.open_current`` when this file replaced a damaged one: the daemon
         # reports "rebuilding" until a first full sync has filled it again.
         self.recovered_from: str | None = None
@@ -146,6 +147,32 @@ class Index:
 
     def keywords(self) -> KeywordIndex | None:
         return self.copies.keywords()
+
+    def ensure_copies(self) -> None:
+        """Start loading the copies that are behind the file (the sync thread, at each
+        wake: the keyword copy is rebuilt once the chunks are still, and a failed load is
+        retried, even when nobody searches)."""
+        db = self.db
+        self.copies.ensure_loading(sql.freshness(db), db)
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def view(self) -> Reads:
+        """A read view on this thread's connection: which side answers each read (an
+        in-memory copy or SQLite) is decided now, once, for as long as it is used
+        (``copy_reads.open_view``). A request takes one at its start."""
+        return open_view(self.db, self.copies, self._read_caches)
+
+    def sql_view(self) -> Reads:
+        """A read view of SQLite alone, the copies left as they are: the sync thread's
+        few reads (which sources hold notes) need none."""
+        db = self.db
+        return SqlReads(db, sql.freshness(db), self._read_caches, self.settings.dim)
+
+    @property
+    def reads(self) -> Reads:
+        """A fresh view (``view``), for one-shot callers: each use decides again."""
+        return self.view()
 
     # -- writes ------------------------------------------------------------------------
 

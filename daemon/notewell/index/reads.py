@@ -1,30 +1,33 @@
-"""The one read interface search uses: every question a query asks of the index (and
-the few ``notewell eval`` adds).
+"""The one read interface search uses (``Reads``): every question a query asks of the
+index (and the few ``notewell eval`` adds), and its SQLite side (``SqlReads``).
 
-``Reads`` answers each from the in-memory copy when ``copies.Copies`` has a current one
-(k-NN, vectors by id, BM25, which chunks hold a word, the ids that map vectors to chunks,
-titles and notes) and otherwise from SQLite (``sql``); what only the file holds
-(passages, filters, notes by id) always comes from SQLite. The answers are the same
-either way, up to the vector copy's quantization beyond ``CopySettings.exact_limit``
-vectors; the caller never knows which side answered.
+A request reads through one view, taken at its start (``copy_reads.open_view``): the
+stamps are read once (``sql.freshness``), and which side answers each read is fixed then
+for the whole request: ``copy_reads.CopyReads`` where an in-memory copy is current (k-NN,
+vectors by id, BM25, which chunks hold a word, the ids that map vectors to chunks, titles
+and notes), ``SqlReads`` for the rest and for everything when none is (one-shot
+commands, copies still loading). What only the file holds (passages, filters, notes by id)
+always comes from SQLite. The answers are the same either way, up to the vector copy's
+quantization beyond ``CopySettings.exact_limit`` vectors; the caller never knows which
+side answered, and a view never mixes a copy's answer with SQLite's for one retriever.
 
 Filtered BM25 stays with SQLite, which scans only the allowed notes' chunks; filtered
 k-NN too, up to ``CopySettings.within_from`` allowed chunks (beyond, sqlite-vec's scan
 reads one vector per chunk: seconds at 100,000, so the copies score them, see
-``_within_copies``; when the copy is quantized its best are re-scored with their float
-vectors). The keyword copy with a mask of allowed notes would remove no path (FTS5 still
-answers words of several terms, and one-shot commands) and would change results at scale
-(the copy's larger row budget keeps common words FTS5's leaves out).
+``CopyReads._within_copies``). The keyword copy with a mask of allowed notes would
+remove no path (FTS5 still answers words of several terms, and one-shot commands) and
+would change results at scale (the copy's larger row budget keeps common words FTS5's
+leaves out).
 
-May import ``index.copies``, ``index.sql``, ``index.keywords``, ``index.terms``,
-``index.lru``; never ``index.database`` (the ``Index`` hands in its connections).
+May import ``index.sql``, ``index.keywords``, ``index.terms``, ``index.lru``; never
+``index.database`` (the ``Index`` hands in its connection).
 """
 
 from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -32,11 +35,10 @@ import apsw
 import numpy as np
 
 from notewell.index import sql
-from notewell.index.copies import Copies
 from notewell.index.keywords import COLUMN_WEIGHTS, KeywordIndex
 from notewell.index.lru import SharedLRU
-from notewell.index.sql import NoteRecord, Passage
-from notewell.index.terms import Tokens, Vocabulary
+from notewell.index.sql import Freshness, NoteRecord, Passage
+from notewell.index.terms import Tokens, Vocabulary, read_vocabulary
 
 _CHUNK_TERMS_CACHED = 2_000  # chunks' index terms, shared by the worker threads: ~5 MB
 
@@ -66,74 +68,118 @@ class RowBudget:
     fts5: int
 
 
-class Reads:
-    """Reads of one index. ``db`` gives this thread's connection to it."""
+Pairs = list[tuple[int, float]]
 
-    def __init__(self, db: Callable[[], apsw.Connection], copies: Copies) -> None:
+
+class Reads(Protocol):
+    """What search asks of the index, answered by one view for one request (documented
+    on ``SqlReads``; ``CopyReads`` answers the same from the copies)."""
+
+    def stamp(self) -> tuple[int, int, int]: ...
+    def content_stamp(self) -> tuple[str, int, str]: ...
+    def knn(self, vector: np.ndarray, k: int) -> Pairs: ...
+    def nearest_chunks(self, vector: np.ndarray, k: int,
+                       notes: Iterable[int] | None = None) -> Pairs: ...
+    def nearest(self, vector: np.ndarray, k: int, notes: Iterable[int] | None = None,
+                titles: bool = True) -> tuple[Pairs, Pairs]: ...
+    def exact_nearest(self, vector: np.ndarray, found: Pairs, k: int) -> Pairs: ...
+    def exact_titles(self, vector: np.ndarray, titles: Pairs) -> Pairs: ...
+    def note_share(self, notes: set[int]) -> float | None: ...
+    def vector_matrix(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]: ...
+    def chunks_of_vectors(self, vector_ids: list[int]) -> Iterable[tuple[int, int]]: ...
+    def owners(self, chunk_ids: list[int]) -> list[tuple[int, int, int]]: ...
+    def titles_of(self, notes: Iterable[int]) -> list[tuple[int, int]]: ...
+    def note_chunks(self, notes: list[int]) -> list[tuple[int, int, int]]: ...
+    def note_vectors(self, notes: list[int]) -> tuple[np.ndarray, np.ndarray]: ...
+    def vocabulary(self) -> Vocabulary: ...
+    def query_tokens(self, word: str, prefix: bool) -> list[str]: ...
+    def scoring_copy(self, terms: Sequence[Term], weights: Sequence[float]
+                     ) -> KeywordIndex | None: ...
+    def bm25(self, terms: Sequence[Term], k: int, weights: Sequence[float],
+             budget: RowBudget, notes: Iterable[int] | None = None) -> Pairs: ...
+    def fts5_bm25(self, match: str, k: int, weights: Sequence[float] = COLUMN_WEIGHTS,
+                  notes: Iterable[int] | None = None) -> Pairs: ...
+    def holds(self, terms: Sequence[Term], chunk_ids: list[int]) -> np.ndarray: ...
+    def together(self, term: Term, others: Sequence[Term]) -> bool: ...
+    def titles_and_texts(self, chunk_ids: Sequence[int]) -> list[tuple[str, str]]: ...
+    def passages(self, chunk_ids: Sequence[int]) -> list[Passage]: ...
+    def recent_notes(self, limit: int, notes: set[int] | None = None) -> list[int]: ...
+    def first_chunk(self, note: int) -> int | None: ...
+    def note_row(self, note_id: str) -> int | None: ...
+    def chunk_count(self, note: int) -> int: ...
+    def note_record(self, note_id: str) -> NoteRecord | None: ...
+    def tagged(self, tag: str) -> set[int]: ...
+    def sources(self) -> set[str]: ...
+    def in_source(self, name: str) -> set[int]: ...
+    def modified_between(self, after: float | None, before: float | None) -> set[int]: ...
+    def created_between(self, after: float | None, before: float | None) -> set[int]: ...
+    def undated_created(self) -> int: ...
+    def tag_notes(self) -> list[tuple[str, int]]: ...
+    def note_paths(self) -> dict[str, str | None]: ...
+    def keyword_baseline(self, words: Sequence[str], limit: int,
+                         notes: Iterable[int] | None = None) -> list[str]: ...
+
+
+class ReadCaches:
+    """What the views of one index share across requests: the chunks' index terms
+    (``SqlReads.holds`` without the keyword copy), dropped when a thread sees the index
+    change, and each thread's FTS5 tokenizer."""
+
+    def __init__(self) -> None:
+        self.chunk_terms: SharedLRU[int, frozenset[str]] = SharedLRU(_CHUNK_TERMS_CACHED)
+        self.local = threading.local()
+
+
+class SqlReads:
+    """Reads of one index from SQLite, on one connection, as of the stamps ``fresh``
+    read at the view's start (``vocab``: the vocabulary to weigh words by; None: FTS5's,
+    read on first use)."""
+
+    def __init__(self, db: apsw.Connection, fresh: Freshness, caches: ReadCaches, dim: int,
+                 vocab: Vocabulary | None = None) -> None:
         self._db = db
-        self.copies = copies
-        self._local = threading.local()
-        self._chunk_terms: SharedLRU[int, frozenset[str]] = SharedLRU(_CHUNK_TERMS_CACHED)
+        self.fresh = fresh
+        self._caches = caches
+        self.dim = dim
+        self._vocab = vocab
 
     # -- stamps -------------------------------------------------------------------------------
 
     def stamp(self) -> tuple[int, int, int]:
-        """Moves whenever this thread's connection sees a commit, by any connection: what
-        is cached from the index (ids may be reused) is dropped when it moves. Per thread,
-        since each thread reads through its own connection."""
-        return sql.data_version(self._db())
+        """Moves whenever this view's connection sees a commit, by any connection: what
+        is cached from the index (ids may be reused) is dropped when it moves. Per
+        connection: each thread reads through its own. Read once, at the view's start."""
+        return self.fresh.version
 
     def content_stamp(self) -> tuple[str, int, str]:
         """Moves whenever chunks or vectors change, through any connection: results cached
-        under it stay right until it moves."""
-        db = self._db()
-        return (*sql.vector_state(db), sql.chunks_epoch(db))
+        under it stay right until it moves. Read once, at the view's start."""
+        return (*self.fresh.vector_state, self.fresh.chunks_epoch)
 
     # -- vectors ------------------------------------------------------------------------------
 
-    def knn(self, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """(vector id, cosine distance) of the ``k`` nearest stored vectors.
-
-        From the vector copy (exact up to ``exact_limit`` vectors, quantized with
-        recall@10 >= 0.98 beyond), else sqlite-vec's exact scan. From ``exact_head_from``
-        vectors the best ``exact_head`` are re-scored with their float vectors: int8
-        scores (within 1e-3) cannot order near-ties there."""
-        cache = self.copies.vectors()
-        if cache is None:
-            return sql.knn(self._db(), vector, k)
-        s = self.copies.settings
-        if cache.quantized and cache.n >= s.exact_head_from:
-            found = cache.search(vector, max(k, s.exact_head))
-            return self._exact_head(vector, found, s.exact_head)[:k]
-        return cache.search(vector, k)
-
-    def _exact_head(self, vector: np.ndarray, found: list[tuple[int, float]], size: int
-                    ) -> list[tuple[int, float]]:
-        """``found`` with its first ``size`` distances made exact and re-ordered."""
-        head = found[:size]
-        stored = sql.stored_vectors(self._db(), [i for i, _ in head])
-        q = _unit(vector)
-        exact = [(i, float(1.0 - stored[i] @ q) if i in stored else d) for i, d in head]
-        return sorted(exact, key=lambda x: (x[1], x[0])) + found[size:]
+    def knn(self, vector: np.ndarray, k: int) -> Pairs:
+        """(vector id, cosine distance) of the ``k`` nearest stored vectors: sqlite-vec's
+        exact scan (the copy: exact up to ``exact_limit`` vectors, quantized with
+        recall@10 >= 0.98 beyond)."""
+        return sql.knn(self._db, vector, k)
 
     def nearest_chunks(self, vector: np.ndarray, k: int, notes: Iterable[int] | None = None
-                       ) -> list[tuple[int, float]]:
+                       ) -> Pairs:
         """(chunk id, cosine distance) nearest first, equal distances by chunk id: the
         chunks of the ``k`` nearest vectors (title vectors among them are left out), or
         exactly the ``k`` nearest chunks of ``notes`` (note rows) when given."""
         return self.nearest(vector, k, notes, titles=False)[0]
 
     def nearest(self, vector: np.ndarray, k: int, notes: Iterable[int] | None = None,
-                titles: bool = True) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+                titles: bool = True) -> tuple[Pairs, Pairs]:
         """The passages and the notes' title vectors nearest to ``vector``: (chunk id,
         cosine distance) as ``nearest_chunks``, and (note row, cosine distance) of the
         title vectors among the ``k`` nearest vectors, or of the ``k`` nearest titles of
         ``notes`` when given. Both nearest first, equal distances by id."""
         if notes is not None:
             notes = notes if isinstance(notes, (list, set)) else list(notes)
-            found = self._within_copies(vector, k, notes)
-            if found is None:
-                found = sql.knn_within(self._db(), vector, k, notes)
+            found = self._knn_within(vector, k, notes)
             return found, self._titles_within(vector, k, notes) if titles else []
         nearest = self.knn(vector, k)
         if not nearest:
@@ -143,121 +189,44 @@ class Reads:
                         key=lambda x: (x[1], x[0]))
         if not titles:
             return chunks, []
-        copy = self.copies.keywords()
-        named = (copy.titles.of_vectors(list(dist)) if copy is not None
-                 else sql.titles_of_vectors(self._db(), list(dist)))
+        named = self._titles_of_vectors(list(dist))
         return chunks, sorted(((n, dist[e]) for n, e in named), key=lambda x: (x[1], x[0]))
 
+    def _knn_within(self, vector: np.ndarray, k: int, notes: list[int] | set[int]) -> Pairs:
+        return sql.knn_within(self._db, vector, k, notes)
+
     def _titles_within(self, vector: np.ndarray, k: int, notes: list[int] | set[int]
-                       ) -> list[tuple[int, float]]:
-        """The ``k`` nearest title vectors of ``notes``: (note row, cosine distance), from
-        the vector copy (re-scored with float vectors when quantized) when it holds them
-        all, else sqlite-vec's exact scan."""
-        cache = self.copies.vectors()
-        if cache is None:
-            return sql.titles_within(self._db(), vector, k, notes)
-        rows = self.titles_of(notes)
-        if not rows:
-            return []
-        found, matrix = cache.matrix([v for _, v in rows])
-        if not found.all():  # a vector the copy does not hold yet
-            return sql.titles_within(self._db(), vector, k, notes)
-        norms = np.maximum(np.linalg.norm(matrix, axis=1), 1e-12)
-        dist = (1.0 - (matrix @ _unit(vector)) / norms).tolist()
-        pairs = sorted(((n, d, v) for (n, v), d in zip(rows, dist)),
-                       key=lambda x: (x[1], x[0]))
-        if cache.quantized:
-            pairs = sorted(self._float_distances(
-                vector, pairs[:k + self.copies.settings.within_margin]),
-                key=lambda x: (x[1], x[0]))
-        return [(n, d) for n, d, _ in pairs[:k]]
+                       ) -> Pairs:
+        """The ``k`` nearest title vectors of ``notes``: (note row, cosine distance)."""
+        return sql.titles_within(self._db, vector, k, notes)
 
-    def exact_nearest(self, vector: np.ndarray, found: list[tuple[int, float]], k: int
-                      ) -> list[tuple[int, float]]:
-        """The ``k`` nearest of ``found`` (chunk id, cosine distance; nearest first, from
-        the vector copy) as ``nearest_chunks`` gives a filter's: when the copy is
-        quantized, its best ``k + within_margin`` re-scored with their float vectors."""
-        cache = self.copies.vectors()
-        if cache is None or not cache.quantized:
-            return found[:k]
-        head = found[:k + self.copies.settings.within_margin]
-        vec = {c: e for c, _, e in self.owners([c for c, _ in head])}
-        exact = self._float_distances(vector, [(c, d, vec.get(c, -1)) for c, d in head])
-        exact.sort(key=lambda x: (x[1], x[0]))
-        return [(c, d) for c, d, _ in exact[:k]]
+    def _titles_of_vectors(self, vector_ids: list[int]) -> list[tuple[int, int]]:
+        return sql.titles_of_vectors(self._db, vector_ids)
 
-    def exact_titles(self, vector: np.ndarray, titles: list[tuple[int, float]]
-                     ) -> list[tuple[int, float]]:
-        """``titles`` (note row, cosine distance from the vector copy) re-scored with their
-        float vectors when the copy is quantized, as ``nearest`` gives a filter's;
-        nearest first."""
-        cache = self.copies.vectors()
-        if cache is None or not cache.quantized or not titles:
-            return titles
-        vec = dict(self.titles_of([n for n, _ in titles]))
-        exact = self._float_distances(vector, [(n, d, vec.get(n, -1)) for n, d in titles])
-        return sorted(((n, d) for n, d, _ in exact), key=lambda x: (x[1], x[0]))
+    def exact_nearest(self, vector: np.ndarray, found: Pairs, k: int) -> Pairs:
+        """The ``k`` nearest of ``found`` (chunk id, cosine distance; nearest first) as
+        ``nearest_chunks`` gives a filter's (exact here already; a quantized copy
+        re-scores its best with their float vectors)."""
+        return found[:k]
 
-    def _float_distances(self, vector: np.ndarray, pairs: list[tuple[int, float, int]]
-                         ) -> list[tuple[int, float, int]]:
-        """``pairs`` (chunk id, cosine distance, vector id) with each distance computed
-        again from the stored float vector (kept as it is where none is stored)."""
-        stored = sql.stored_vectors(self._db(), sorted({v for _, _, v in pairs}))
-        q = _unit(vector)
-        return [(c, float(1.0 - (stored[v] @ q) / max(float(np.linalg.norm(stored[v])),
-                                                      1e-12)) if v in stored else d, v)
-                for c, d, v in pairs]
+    def exact_titles(self, vector: np.ndarray, titles: Pairs) -> Pairs:
+        """``titles`` (note row, cosine distance) as ``nearest`` gives a filter's, nearest
+        first (exact here already)."""
+        return titles
 
     def note_share(self, notes: set[int]) -> float | None:
         """The share of the index's notes that ``notes`` (note rows) are, from the keyword
         copy; None without one."""
-        copy = self.copies.keywords()
-        count = copy.note_count() if copy is not None else 0
-        return min(1.0, len(notes) / count) if count else None
-
-    def _within_copies(self, vector: np.ndarray, k: int, notes: Iterable[int]
-                       ) -> list[tuple[int, float]] | None:
-        """The ``k`` nearest chunks of ``notes`` from the in-memory copies, or None when
-        they cannot answer (missing, or too few allowed chunks to be worth it: SQLite's
-        exact scan answers then). Exact up to ``exact_limit`` vectors; beyond, the best
-        ``k + within_margin`` by int8 scores are re-scored with their float vectors."""
-        s = self.copies.settings
-        copy, cache = self.copies.keywords(), self.copies.vectors()
-        if copy is None or cache is None:
-            return None
-        at = copy.chunks_of_notes(notes if isinstance(notes, (list, set)) else list(notes))
-        if len(at) <= s.within_from:
-            return None
-        chunk_ids, vec_ids = copy.chunk_ids[at], copy.vectors[at]
-        q = _unit(vector)
-        dist = np.empty(len(at), dtype=np.float32)
-        block = 8192  # decoded int8 rows: 12 MB at a time, not the whole copy
-        for start in range(0, len(at), block):
-            found, rows = cache.matrix(vec_ids[start:start + block])
-            if not found.all():
-                return None  # a vector the copy does not hold yet: SQLite answers
-            norms = np.maximum(np.linalg.norm(rows, axis=1), 1e-12)
-            dist[start:start + len(rows)] = 1.0 - (rows @ q) / norms
-        head = min(len(dist), k + (s.within_margin if cache.quantized else 0))
-        order = (np.argpartition(dist, head - 1)[:head] if head < len(dist)
-                 else np.arange(len(dist)))
-        pairs = [(int(chunk_ids[i]), float(dist[i]), int(vec_ids[i])) for i in order]
-        if cache.quantized:
-            pairs = self._float_distances(vector, pairs)
-        pairs.sort(key=lambda x: (x[1], x[0]))
-        return [(c, d) for c, d, _ in pairs[:k]]
+        return None
 
     def vector_matrix(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Which vector ids are stored (a mask over ``ids``) and their vectors as the rows
-        of one matrix: from the vector copy (exact, or decoded from int8 within ~1e-3 when
-        quantized), or from SQLite while the copy loads."""
-        cache = self.copies.vectors()
-        if cache is not None:
-            return cache.matrix(list(ids))
-        rows = sql.stored_vectors(self._db(), ids)
+        of one matrix (from the vector copy: exact, or decoded from int8 within ~1e-3 when
+        quantized)."""
+        rows = sql.stored_vectors(self._db, ids)
         found = np.array([i in rows for i in ids], dtype=bool)
         matrix = (np.stack([rows[i] for i in ids if i in rows]) if rows
-                  else np.zeros((0, self.copies.dim), dtype=np.float32))
+                  else np.zeros((0, self.dim), dtype=np.float32))
         return found, matrix
 
     # -- ids: vectors to chunks to notes ---------------------------------------------------------
@@ -265,56 +234,36 @@ class Reads:
     def chunks_of_vectors(self, vector_ids: list[int]) -> Iterable[tuple[int, int]]:
         """(chunk id, vector id) of every chunk stored with one of ``vector_ids`` (a
         passage repeated word for word shares one vector)."""
-        copy = self.copies.keywords()
-        if copy is not None:
-            at = copy.chunks_of_vectors(vector_ids)
-            return zip(copy.chunk_ids[at].tolist(), copy.vectors[at].tolist())
-        return sql.chunks_of_vectors(self._db(), vector_ids)
+        return sql.chunks_of_vectors(self._db, vector_ids)
 
     def owners(self, chunk_ids: list[int]) -> list[tuple[int, int, int]]:
         """(chunk id, note row, vector id) of those of ``chunk_ids`` still indexed."""
-        copy = self.copies.keywords()
-        if copy is not None:
-            notes, vectors = copy.owners(chunk_ids)
-            return [(c, n, e) for c, n, e in zip(chunk_ids, notes.tolist(), vectors.tolist())
-                    if n >= 0]
-        return sql.owners(self._db(), chunk_ids)
+        return sql.owners(self._db, chunk_ids)
 
     def titles_of(self, notes: Iterable[int]) -> list[tuple[int, int]]:
         """(note row, vector id) of the title vectors of ``notes`` that have one."""
-        copy = self.copies.keywords()
-        if copy is not None:
-            return copy.titles.of_notes(notes if isinstance(notes, (list, set))
-                                        else list(notes))
-        return sql.titles_of_notes(self._db(), notes)
+        return sql.titles_of_notes(self._db, notes)
 
     def note_chunks(self, notes: list[int]) -> list[tuple[int, int, int]]:
         """(chunk id, note row, vector id) of every chunk of ``notes``."""
-        copy = self.copies.keywords()
-        if copy is not None:
-            at = copy.chunks_of_notes(notes)
-            return list(zip(copy.chunk_ids[at].tolist(), copy.notes[at].tolist(),
-                            copy.vectors[at].tolist()))
-        return sql.note_chunks(self._db(), notes)
+        return sql.note_chunks(self._db, notes)
 
     def note_vectors(self, notes: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """(note row, vector id) of every chunk of ``notes``, grouped by note, so each
         note's passages are one run of rows."""
-        copy = self.copies.keywords()
-        if copy is not None:
-            at = copy.chunks_of_notes(notes)
-            return copy.notes[at], copy.vectors[at]
-        return sql.note_vectors(self._db(), notes)
+        return sql.note_vectors(self._db, notes)
 
     # -- words ----------------------------------------------------------------------------------
 
     def vocabulary(self) -> Vocabulary:
         """The indexed terms with the number of chunks holding each (for IDF)."""
-        return self.copies.vocabulary()
+        if self._vocab is None:
+            self._vocab = read_vocabulary(self._db, self.fresh.chunks_epoch)
+        return self._vocab
 
     def _tokens(self) -> Tokens:
-        """FTS5's tokenizer on this thread's connection."""
-        db, local = self._db(), self._local
+        """FTS5's tokenizer on this view's connection (kept per thread)."""
+        db, local = self._db, self._caches.local
         if getattr(local, "db", None) is not db:
             local.db, local.tokens = db, Tokens(db)
         return local.tokens
@@ -328,14 +277,11 @@ class Reads:
     def scoring_copy(self, terms: Sequence[Term], weights: Sequence[float]
                      ) -> KeywordIndex | None:
         """The keyword copy, when it scores ``terms`` as FTS5 would: built with these
-        column weights, and every word a single term."""
-        copy = self.copies.keywords()
-        if copy is None or copy.weights != tuple(weights):
-            return None
-        return copy if all(len(t.tokens) == 1 for t in terms) else None
+        column weights, and every word a single term (never, from SQLite)."""
+        return None
 
     def bm25(self, terms: Sequence[Term], k: int, weights: Sequence[float], budget: RowBudget,
-             notes: Iterable[int] | None = None) -> list[tuple[int, float]]:
+             notes: Iterable[int] | None = None) -> Pairs:
         """(chunk id, BM25 score: higher is better) of the ``k`` best chunks holding any
         of ``terms``, over the chunks of ``notes`` (note rows) when given; scored as FTS5's
         ``bm25()`` with these column weights, from the keyword copy when it can."""
@@ -357,126 +303,115 @@ class Reads:
         return [(c, -s) for c, s in self.fts5_bm25(match, k, weights, notes)]
 
     def fts5_bm25(self, match: str, k: int, weights: Sequence[float] = COLUMN_WEIGHTS,
-                  notes: Iterable[int] | None = None) -> list[tuple[int, float]]:
+                  notes: Iterable[int] | None = None) -> Pairs:
         """(chunk id, ``bm25()``: lower is better) for an FTS5 MATCH expression, from FTS5
         itself (what ``bm25`` answers with when the copy cannot; benchmarks time it)."""
-        return sql.bm25(self._db(), match, k, weights, notes)
+        return sql.bm25(self._db, match, k, weights, notes)
 
     def holds(self, terms: Sequence[Term], chunk_ids: list[int]) -> np.ndarray:
         """Whether each chunk holds each word: one row of ``chunk_ids`` per term. A typed
         word is held through any term it may complete to; a word of several terms
         (``snake_case``) through all of them."""
-        copy = self.copies.keywords()
-        if copy is not None and all(len(t.tokens) == 1 for t in terms):
-            positions = copy.positions(chunk_ids)  # from the posting lists: nothing read
-            rows = [copy.holds(positions, t.tokens[0], t.prefix) for t in terms]
-        else:
-            held = self._chunk_terms_of(chunk_ids)
-            vocab = self.vocabulary()
-            rows = []
-            for t in terms:
-                completions = (frozenset(vocab.starting_with(t.tokens[-1])) if t.prefix
-                               else frozenset())
-                rows.append([_held(t, held.get(c, frozenset()), completions)
-                             for c in chunk_ids])
+        held = self._chunk_terms_of(chunk_ids)
+        vocab = self.vocabulary()
+        rows = []
+        for t in terms:
+            completions = (frozenset(vocab.starting_with(t.tokens[-1])) if t.prefix
+                           else frozenset())
+            rows.append([_held(t, held.get(c, frozenset()), completions) for c in chunk_ids])
         return np.array(rows, dtype=bool).reshape(len(terms), len(chunk_ids))
 
     def together(self, term: Term, others: Sequence[Term]) -> bool:
-        """Whether some chunk holds ``term`` and any of ``others`` (from the posting lists
-        of the keyword copy when it can: no chunk is read)."""
-        copy = self.copies.keywords()
-        if copy is not None and all(len(t.tokens) == 1 for t in (term, *others)):
-            docs, _ = copy.postings(term.tokens[0], term.prefix)
-            return any(bool(copy.holds(docs, t.tokens[0], t.prefix).any()) for t in others)
+        """Whether some chunk holds ``term`` and any of ``others``."""
         match = f"{term.phrase} AND ({' OR '.join(t.phrase for t in others)})"
-        return bool(sql.bm25(self._db(), match, 1, COLUMN_WEIGHTS))
+        return bool(sql.bm25(self._db, match, 1, COLUMN_WEIGHTS))
 
     def _chunk_terms_of(self, chunk_ids: list[int]) -> dict[int, frozenset[str]]:
         """The index terms of each chunk, as FTS5 tokenized its four columns (interned,
         kept for typing's next keystrokes until the index changes)."""
-        stamp, local = self.stamp(), self._local
+        stamp, local, cache = self.stamp(), self._caches.local, self._caches.chunk_terms
         if getattr(local, "stamp", None) != stamp:
             local.stamp = stamp
-            self._chunk_terms.clear()
+            cache.clear()
         tokens = self._tokens()
-        found = self._chunk_terms.get_many(chunk_ids)
+        found = cache.get_many(chunk_ids)
         missing = [c for c in chunk_ids if c not in found]
         if missing:
             fresh = {chunk_id: frozenset(map(sys.intern, tokens.terms("\n".join(columns))))
-                     for chunk_id, *columns in sql.keyword_columns(self._db(), missing)}
-            self._chunk_terms.put_many(fresh)
+                     for chunk_id, *columns in sql.keyword_columns(self._db, missing)}
+            cache.put_many(fresh)
             found.update(fresh)
         return found
 
     def titles_and_texts(self, chunk_ids: Sequence[int]) -> list[tuple[str, str]]:
         """(note title, passage) of each of ``chunk_ids``: what a typed word completes from."""
-        return sql.titles_and_texts(self._db(), chunk_ids)
+        return sql.titles_and_texts(self._db, chunk_ids)
 
     # -- notes and passages -------------------------------------------------------------------
 
     def passages(self, chunk_ids: Sequence[int]) -> list[Passage]:
         """Everything a hit shows, for those of ``chunk_ids`` still indexed, in order."""
-        return sql.passages(self._db(), chunk_ids)
+        return sql.passages(self._db, chunk_ids)
 
     def recent_notes(self, limit: int, notes: set[int] | None = None) -> list[int]:
         """The ``limit`` most recently modified notes (rows), of ``notes`` when given."""
-        found = sql.recent(self._db(), limit if notes is None else 1_000_000)
+        found = sql.recent(self._db, limit if notes is None else 1_000_000)
         return [n for n in found if notes is None or n in notes][:limit]
 
     def first_chunk(self, note: int) -> int | None:
-        return sql.first_chunk(self._db(), note)
+        return sql.first_chunk(self._db, note)
 
     def note_row(self, note_id: str) -> int | None:
-        return sql.note_row(self._db(), note_id)
+        return sql.note_row(self._db, note_id)
 
     def chunk_count(self, note: int) -> int:
-        return sql.chunk_count(self._db(), note)
+        return sql.chunk_count(self._db, note)
 
     def note_record(self, note_id: str) -> NoteRecord | None:
         """The note's row (title, source, path, url, tags, dates), None if not indexed."""
-        return sql.note_record(self._db(), note_id)
+        return sql.note_record(self._db, note_id)
 
     # -- filters ---------------------------------------------------------------------------
 
     def tagged(self, tag: str) -> set[int]:
         """Note rows tagged ``tag`` or a tag nested under it (``tag/...``)."""
-        return sql.tagged(self._db(), tag)
+        return sql.tagged(self._db, tag)
 
     def sources(self) -> set[str]:
         """The names of the sources with notes in the index."""
-        return sql.sources(self._db())
+        return sql.sources(self._db)
 
     def in_source(self, name: str) -> set[int]:
         """Note rows of source ``name``."""
-        return sql.in_source(self._db(), name)
+        return sql.in_source(self._db, name)
 
     def modified_between(self, after: float | None, before: float | None) -> set[int]:
         """Note rows modified in ``[after, before)`` (Unix seconds; None: unbounded)."""
-        return sql.modified_between(self._db(), after, before)
+        return sql.modified_between(self._db, after, before)
 
     def created_between(self, after: float | None, before: float | None) -> set[int]:
         """Note rows created in ``[after, before)`` (notes without a creation date: none)."""
-        return sql.created_between(self._db(), after, before)
+        return sql.created_between(self._db, after, before)
 
     def undated_created(self) -> int:
         """How many notes have no creation date (their source does not know it)."""
-        return sql.undated_created(self._db())
+        return sql.undated_created(self._db)
 
     def tag_notes(self) -> list[tuple[str, int]]:
         """(tag, note row) for every tag of every note."""
-        return sql.tag_notes(self._db())
+        return sql.tag_notes(self._db)
 
     # -- for ``notewell eval`` ------------------------------------------------------------
 
     def note_paths(self) -> dict[str, str | None]:
         """Each note's path (None for notes without one), by note id."""
-        return sql.note_paths(self._db())
+        return sql.note_paths(self._db)
 
     def keyword_baseline(self, words: Sequence[str], limit: int,
                          notes: Iterable[int] | None = None) -> list[str]:
         """Note ids ranked by how many of ``words`` their title and passages contain
         (``LIKE '%word%'``), ties by note id: the naive baseline ``notewell eval`` shows."""
-        return sql.keyword_baseline(self._db(), words, limit, notes)
+        return sql.keyword_baseline(self._db, words, limit, notes)
 
 
 def _held(term: Term, terms: frozenset[str], completions: frozenset[str]) -> bool:

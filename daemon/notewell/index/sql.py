@@ -45,6 +45,31 @@ def vector_state(db: apsw.Connection) -> tuple[str, int]:
     return row[0] or "", row[1] or 0
 
 
+class Freshness(NamedTuple):
+    """Every stamp the copies and caches follow, read in one statement: what a read view
+    is taken at (``reads.open_view``)."""
+
+    version: tuple[int, int, int]  # ``data_version``: moves with any commit
+    chunks_epoch: str
+    vectors_epoch: str
+    max_vector: int  # the highest vector id
+
+    @property
+    def vector_state(self) -> tuple[str, int]:
+        return self.vectors_epoch, self.max_vector
+
+
+def freshness(db: apsw.Connection) -> Freshness:
+    """``data_version``, ``chunks_epoch`` and ``vector_state`` in one query."""
+    row = db.execute(
+        "SELECT (SELECT data_version FROM pragma_data_version()), "
+        "(SELECT value FROM meta WHERE key = 'chunks_epoch'), "
+        "(SELECT value FROM meta WHERE key = 'vectors_epoch'), "
+        "(SELECT max(id) FROM embeddings)").fetchone()
+    return Freshness((id(db), row[0], db.total_changes()), row[1] or "", row[2] or "",
+                     row[3] or 0)
+
+
 def data_version(db: apsw.Connection) -> tuple[int, int, int]:
     """Changes whenever any connection commits, as this one sees it: ``data_version``
     counts other connections' commits, ``total_changes`` this one's own."""

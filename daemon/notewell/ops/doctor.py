@@ -178,7 +178,19 @@ def check_daemon_sources(platform: str) -> list[Check]:
             checks.append(Check(f"daemon reads {src.get('name')}", FAIL, error,
                                 privacy.grant_hint(platform, src.get("path") or "",
                                                    daemon_only=True)))
-    return checks
+    return checks + check_copies(reply.get("result") or {})
+
+
+def check_copies(status: dict) -> list[Check]:
+    """A WARN for each in-memory copy the running daemon failed to load (its ``status``
+    reply's ``copies``): it answers from SQLite meanwhile, tens of times slower per
+    keystroke, and retries by itself."""
+    return [Check(f"daemon's {name} copy", WARN,
+                  f"{state}; searches read SQLite meanwhile (slower)",
+                  f"see the log in {paths.log_dir()}; `notewell agent restart` if it "
+                  "keeps failing")
+            for name, state in (status.get("copies") or {}).items()
+            if str(state).startswith("failed")]
 
 
 def check_index(embedder: Callable[[], Embedder] | None = None) -> Check:

@@ -61,22 +61,22 @@ class Signatures:
     typing's next keystrokes, shared by the worker threads; ``clear`` when the index
     changes (note rows may be reused)."""
 
-    def __init__(self, reads: Reads, size: int = _SIGNATURES_CACHED) -> None:
-        self.reads = reads
+    def __init__(self, size: int = _SIGNATURES_CACHED) -> None:
         self._cache: SharedLRU[int, np.ndarray] = SharedLRU(size)
 
     def clear(self) -> None:
         self._cache.clear()
 
-    def of(self, notes: list[int]) -> dict[int, np.ndarray]:
-        """The signatures of those of ``notes`` with stored vectors."""
+    def of(self, reads: Reads, notes: list[int]) -> dict[int, np.ndarray]:
+        """The signatures of those of ``notes`` with stored vectors, read through
+        ``reads`` (the request's view)."""
         if not notes:
             return {}
         found = self._cache.get_many(notes)
         missing = [n for n in notes if n not in found]
         if missing:
-            notes_of, vectors = self.reads.note_vectors(missing)
-            stored, matrix = self.reads.vector_matrix(vectors)
+            notes_of, vectors = reads.note_vectors(missing)
+            stored, matrix = reads.vector_matrix(vectors)
             fresh = {}
             if len(matrix):
                 owners = notes_of[stored]

@@ -14,14 +14,17 @@ defaults were tuned on SciFact's train split and the demo golden set (see README
 quality").
 
 ``Searcher`` orchestrates these and keeps what typing asks for again and again; every
-read goes through the index's read interface (``index.reads.Reads``), which decides
-whether an in-memory copy or SQLite answers. May import the other modules of ``search``,
-``index.reads``, ``index.lru``, ``notes``, ``clock`` and the ``model.embedding.Embedder``
-interface.
+read goes through one read view of the index (``index.reads.Reads``), taken at the start
+of a request, which fixed then whether an in-memory copy or SQLite answers each read: a
+request binds the generation's searcher to its view (``on``); an unbound one takes a view
+at the start of each ``run``/``similar``/``recent`` (one-shot callers, tests). May import
+the other modules of ``search``, ``index.reads``, ``index.lru``, ``notes``, ``clock`` and
+the ``model.embedding.Embedder`` interface.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import threading
 from dataclasses import dataclass, field
@@ -31,7 +34,7 @@ import numpy as np
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.index.database import Index
 from notewell.index.lru import SharedLRU
-from notewell.index.reads import RowBudget
+from notewell.index.reads import Reads, RowBudget
 from notewell.model.embedding import Embedder, embed_queries
 from notewell.notes import Hit, id_forms
 from notewell.search import filters, fusion, lexicon, terms
@@ -67,7 +70,7 @@ class Searcher:
                  clock: Clock = SYSTEM_CLOCK) -> None:
         self.index = index
         self.clock = clock  # "now" for typed relative dates (7d): the engine's
-        self.reads = index.reads
+        self._bound: Reads | None = None  # the request's view (``on``)
         self.embedder = embedder
         self.ranking = ranking or Ranking()
         # Typing re-sends the same text again and again (the completed word stays the
@@ -75,11 +78,25 @@ class Searcher:
         # index's vectors are unchanged.
         self._query_vectors: SharedLRU[str, np.ndarray] = SharedLRU(cache_size)
         self._nearest: SharedLRU[tuple, Nearest] = SharedLRU(64)
-        self._signatures = Signatures(self.reads)
+        self._signatures = Signatures()
         self._local = threading.local()
         # How common words are, for typos: the process's (``lexicon.shared``, read when a
         # query first holds a word that may be a typo) unless given.
         self.words = words
+
+    # -- the read view ----------------------------------------------------------------------
+
+    @property
+    def reads(self) -> Reads:
+        """The request's read view when bound (``on``); else a fresh view at each use."""
+        return self._bound if self._bound is not None else self.index.view()
+
+    def on(self, reads: Reads) -> Searcher:
+        """This searcher for one request: every read through ``reads`` (a view of
+        ``index``), the caches shared with this one."""
+        bound = copy.copy(self)
+        bound._bound = reads
+        return bound
 
     # -- public ---------------------------------------------------------------------------
 
@@ -87,6 +104,8 @@ class Searcher:
         """Search for an already parsed query (``query.parse`` or ``query.literal``).
         Typed dates not read yet are read on ``clock``; one that cannot be read raises
         ``dates.DateError`` (``Engine.search`` makes it a notice)."""
+        if self._bound is None:
+            return self.on(self.index.view()).run(q, limit, mode)
         if q.dates:
             q = filters.with_dates(q, self.clock)
         allowed, notices = self.allowed(q)
@@ -107,6 +126,8 @@ class Searcher:
         return SearchResult(q, self._hits(scores, q, limit), notices)
 
     def recent(self, limit: int = 20, allowed: set[int] | None = None) -> list[Hit]:
+        if self._bound is None:
+            return self.on(self.index.view()).recent(limit, allowed)
         chunk_ids = [self.reads.first_chunk(n) for n in self.reads.recent_notes(limit, allowed)]
         scores = {c: 1.0 / (n + 1) for n, c in enumerate(chunk_ids) if c is not None}
         return self._hits(scores, parse(""), limit)
@@ -116,6 +137,8 @@ class Searcher:
         """Notes closest in meaning to ``note_id``, itself excluded: candidates are the
         notes of the passages nearest to its mean passage vector, ranked by how close
         their own mean vector is (note to note, so one stray passage does not decide)."""
+        if self._bound is None:
+            return self.on(self.index.view()).similar(note_id, limit, allowed)
         row = next((r for r in map(self.reads.note_row, id_forms(note_id)) if r is not None),
                    None)
         if row is None:
@@ -347,7 +370,7 @@ class Searcher:
         if not notes:
             return {}
         self._thread_caches()
-        return self._signatures.of(notes)
+        return self._signatures.of(self.reads, notes)
 
     def _hits(self, scores: dict[int, float], q: Query, limit: int) -> list[Hit]:
         if not scores:

@@ -20,7 +20,6 @@ May import ``engine`` and what is below it (``index``, ``ingest``, ``memory``,
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -107,20 +106,22 @@ class Background:
             return
         assert self.engine is not None
         lower_this_thread()  # after the engine: its onnxruntime threads answer keystrokes too
-        # The word lists typo correction asks (half a second): read now, not by a keystroke.
-        with contextlib.suppress(Exception):
+        # The word lists typo correction asks (half a second): read now, not by a keystroke
+        # (which reads them itself if this failed).
+        try:
             lexicon.shared()
+        except Exception:
+            log.exception("the word lists for typo correction failed to load")
         # The in-memory vector copy loads in the background now, so the first keystroke
-        # does not pay for it (index.Index.warm_vectors).
-        with contextlib.suppress(Exception):
-            self.engine.index.warm_vectors()
+        # does not pay for it. A load that fails is logged, shown by status and doctor,
+        # and retried (index.copies); only starting the thread could raise here.
+        self._warm(keywords=False)
         # Baselines first, then one full sync: a change made during that sync is seen.
         self.start_watching()
         self._sync_once()
         # The keyword copy after that first sync, not before: built earlier it would hold
         # an index the sync is still changing (FTS5 answers meanwhile).
-        with contextlib.suppress(Exception):
-            self.engine.index.warm_keywords()
+        self._warm(keywords=True)
         while not self.stop_event.is_set():
             self.sync_now.wait(self.next_wait())
             self.sync_now.clear()
@@ -129,6 +130,14 @@ class Background:
             self.step()
         if self.watcher is not None:
             self.watcher.stop()
+
+    def _warm(self, keywords: bool) -> None:
+        assert self.engine is not None
+        try:
+            self.engine.warm_copies(keywords=keywords)
+        except Exception:
+            log.exception("the in-memory copies could not start loading; SQLite answers, "
+                          "slower, and the next wake tries again")
 
     def start_engine(self) -> bool:
         """Load the engine; False (with ``state`` "error" and the ``problem``) if it fails."""
@@ -181,9 +190,12 @@ class Background:
         # 125 MB of 570 at 100k chunks under load); about 4 ms, at most every poll.
         release_memory()
         # Notes a change of the chunks, and rebuilds the keyword copy once they have
-        # been still for a while, even when nobody is searching.
-        with contextlib.suppress(Exception):
-            self.engine.index.keywords()
+        # been still for a while, even when nobody is searching; a failed load is
+        # retried once its backoff is over.
+        try:
+            self.engine.ensure_copies()
+        except Exception:
+            log.exception("checking the in-memory copies failed")
         if self.watcher is None:
             self._sync_once()
             return

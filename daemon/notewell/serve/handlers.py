@@ -40,7 +40,7 @@ from notewell import __version__, api, installed_version
 from notewell import config as config_file
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import Config
-from notewell.engine import Engine
+from notewell.engine import Engine, ReadView
 from notewell.launcher import alfred
 from notewell.serve.background import Background, SyncError
 from notewell.serve.response_cache import ResponseCache
@@ -146,8 +146,10 @@ class Handlers:
             if req["op"] in STREAMING_OPS:
                 result = handler(req, send)
                 return None if result is SENT else {"ok": True, "result": result}
-            with self._one_generation(req["op"]):
-                return {"ok": True, "result": handler(req)}
+            with self._one_generation(req["op"]) as view:
+                # An op on the index reads through the request's one view.
+                return {"ok": True,
+                        "result": handler(req) if view is None else handler(req, view)}
         except RequestError as e:
             return error_reply(e.code, str(e))
         except Exception as e:
@@ -195,14 +197,21 @@ class Handlers:
             "run `notewell agent install` with the notewell you use, then "
             "`notewell alfred build`")
 
-    def _one_generation(self, op: str) -> contextlib.AbstractContextManager:
-        """An op on the index holds one index generation from here to its reply
+    def _one_generation(self, op: str) -> contextlib.AbstractContextManager[ReadView | None]:
+        """An op on the index reads through one view from here to its reply
         (``Engine.reading``): a switch meanwhile neither mixes two files in its answer nor
-        closes the one it reads. The inline ops hold none (``sync`` may wait long)."""
+        closes the one it reads, and each read's side (a copy or SQLite) is decided once.
+        The inline ops hold none (``sync`` may wait long)."""
         engine = self.background.engine
         if op in INLINE_OPS or engine is None:
             return contextlib.nullcontext()
         return engine.reading()
+
+    def _ready_view(self, view: ReadView | None) -> ReadView:
+        self._ready_engine()
+        if view is None:
+            raise RequestError("warming_up", "notewell is loading its model and index")
+        return view
 
     def _ready_engine(self) -> Engine:
         bg = self.background
@@ -218,14 +227,14 @@ class Handlers:
         return {"pong": True, "version": __version__, "protocol": protocol.PROTOCOL_VERSION,
                 "state": self.background.state, "pid": os.getpid(), "started": self.started}
 
-    def op_status(self, req: dict) -> dict:
+    def op_status(self, req: dict, view: ReadView | None = None) -> dict:
         bg = self.background
         base = {"state": bg.state, "problem": bg.problem, "pid": os.getpid(),
                 "uptime": round(self.clock.time() - self.started, 1), "version": __version__,
                 "socket": paths.socket_path(), "last_reports": bg.last_reports,
                 "mcp_sessions": self.mcp_sessions()}
         if bg.engine is not None:
-            with api.view(bg.engine) as view:
+            if view is not None:
                 base.update(api.op_status(view, requests.request_args("status", req)))
             base["rebuilding"] = bg.rebuilding()
             if bg.watcher is not None:
@@ -235,24 +244,23 @@ class Handlers:
                               if lag else None)
         return base
 
-    def op_search(self, req: dict) -> dict:
+    def op_search(self, req: dict, view: ReadView | None = None) -> dict:
         args = requests.request_args("search", req)  # a long query is cut, not refused
         query, fmt = args["query"], args["format"]
         if fmt == "alfred":
             self.latest_alfred_query = query
-        engine = self._ready_engine()
+        view = self._ready_view(view)
         lag = self.background.lag()
         rebuilding = self.background.rebuilding()
         # A repeated query on an unchanged index gets its prepared answer (response_cache);
         # whether one is kept is decided once the search has read the query (``timeless``).
         key = (query, args["limit"], args["mode"], fmt, repr(lag), repr(rebuilding),
                repr(api.filters(args)))
-        version = self._responses.version(engine.index.path)
+        version = self._responses.version(view.index_path)
         cached = self._responses.get(key, version) if version else None
         if cached is not None:
             return cached
-        with api.view(engine) as view:
-            found = api.searched(view, args)
+        found = api.searched(view, args)
         if self.config.debug_log and found.result:  # queries are private: logged if asked
             log.info("search %r (%s): %d hits", query, args["mode"], len(found.result.hits))
         if fmt == "alfred":
@@ -277,13 +285,12 @@ class Handlers:
     def op_latest_query(self, req: dict) -> dict:
         return {"query": self.latest_alfred_query}
 
-    def _read(self, op: str) -> Callable[[dict], dict]:
+    def _read(self, op: str) -> Callable[..., dict]:
         """The handler of a read op of ``api.OPS_TABLE``: its arguments checked, then
-        answered on the generation this request holds (``_one_generation``)."""
-        def handle(req: dict) -> dict:
+        answered from the request's one view (``_one_generation``)."""
+        def handle(req: dict, view: ReadView | None = None) -> dict:
             args = requests.request_args(op, req)
-            with api.view(self._ready_engine()) as view:
-                return api.OPS_TABLE[op](view, args)
+            return api.OPS_TABLE[op](self._ready_view(view), args)
 
         return handle
 
