@@ -1,6 +1,6 @@
 """What the daemon answers: one handler per op, and the dispatch of a request to it.
 
-Owns the ops (``ping``, ``status``, ``search``, ``similar``, ``sync``, ``stop``,
+Owns the ops (``ping``, ``status``, ``search``, ``similar``, ``related``, ``sync``, ``stop``,
 ``restart`` (into the config and model on disk: ``notewell model use``), ``latest_query``,
 ``note``, ``tags``, ``recent``, ``index``, ``mcp``: the switch to an MCP session), their
 errors (a bad argument, as ``wire.requests`` checks it for every path, a bad date, an
@@ -104,6 +104,7 @@ class Handlers:
             "status": self.op_status,
             "search": self.op_search,
             "similar": self.op_similar,
+            "related": self.op_related,
             "sync": self.op_sync,
             "stop": self.op_stop,
             "restart": self.op_restart,
@@ -299,6 +300,9 @@ class Handlers:
                                "search results (note_id)")
         return {"hits": [h.to_dict() for h in hits], "notices": []}
 
+    def op_related(self, req: dict) -> dict:
+        return related(self._ready_engine(), requests.request_args("related", req))
+
     def op_note(self, req: dict) -> dict:
         args = requests.request_args("note", req)
         return self._ready_engine().note(args["note_id"], heading=args["heading"],
@@ -364,6 +368,24 @@ class Handlers:
                                "and start it again")
         threading.Timer(0.05, self.request_restart).start()
         return {"restarting": True}
+
+
+def related(view, args: dict) -> dict:
+    """Op ``related``: the notes nearest in meaning to ``text``, or to the text of the
+    file at ``path`` (read here, in the daemon: ``Engine.related_file``), within the
+    filters; as JSON hits or Alfred's JSON."""
+    text, path = args["text"], args["path"]
+    if (text is None) == (path is None):
+        raise requests.BadArguments("text: required (or path: a Markdown, text or PDF "
+                                    "file to read it from), not both", "text")
+    if path is not None:
+        result = view.related_file(path, args["limit"], **_filters(args))
+    else:
+        result = view.related(text, args["limit"], truncated=args["truncated"],
+                              **_filters(args))
+    if args["format"] == "alfred":
+        return {"alfred": alfred.related_feedback(result.hits, result.notices)}
+    return result.to_dict()
 
 
 def _relay(send: Send) -> Callable[[dict], None]:
