@@ -218,7 +218,9 @@ class Engine:
             return SearchResult(q, gen.searcher.near(own, limit, allowed, exclude=row),
                                 notices)
 
-    def related_file(self, path: str, limit: int = 20, **filters_: object) -> SearchResult:
+    def related_file(self, path: str, limit: int = 20, *, tags: Sequence[str] = (),
+                     source: str | None = None, modified_after: DateBound = None,
+                     modified_before: DateBound = None) -> SearchResult:
         """``related`` for a file's text (a Universal Action on a file): only Markdown,
         text and PDF files up to ``requests.MAX_RELATED_FILE_BYTES``; when the file is a
         note of a configured source, that note is read through it and left out of the
@@ -226,8 +228,9 @@ class Engine:
         note_id, title, text = self._file_text(path)
         with self.reading() as gen:
             indexed = note_id is not None and gen.index.reads.note_record(note_id)
-        return self.related(text, limit, exclude=note_id if indexed else None,
-                            title=title, **filters_)  # type: ignore[arg-type]
+        return self.related(text, limit, tags=tags, source=source,
+                            modified_after=modified_after, modified_before=modified_before,
+                            exclude=note_id if indexed else None, title=title)
 
     def _file_text(self, path: str) -> tuple[str | None, str, str]:
         """(the note id the file has in a configured source, or None; title; text)."""
@@ -557,7 +560,7 @@ def text_vector(embedder: Embedder, chunker: ChunkSettings, text: str, title: st
     note is (``chunk_note``), each embedded as a passage (a model with prefixes reads it
     with the passage prefix, as the notes it is compared with were), their mean at unit
     length. A text longer than the model's window counts whole, not only its start
-    (measured against the first window alone: README, "Related notes")."""
+    (measured against reading its first window alone: ``bench/related.py``)."""
     chunks = chunk_note(title, text, chunker)
     vectors = embedder.embed_batch([c.embed_text(title) for c in chunks])
     mean = vectors.mean(axis=0)

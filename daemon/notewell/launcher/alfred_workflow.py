@@ -12,8 +12,13 @@ either. The object graph:
         ├─⌘─▶ Run Script: reveal       ├─⌥─▶ Run Script: copy passage
         ├─⌃─▶ Run Script: copy link    ├─⇧─▶ Run Script: quicklook
         └─fn─▶ Call External Trigger "search" ──▶ External Trigger "search" ──▶ Script Filter
+    Universal Action "Related notes" (text, files) ─┐
+    Hotkey (unset; the selection in macOS) ─────────┴▶ Script Filter "Related notes"
+        (keyword ``{var:related_keyword}``, default ``nr``) ──▶ the same actions as above
 
-The Script Filter runs the per-keystroke client with the query as argv (never ``{query}``
+The related notes Script Filter runs ``notewell alfred related`` of the recorded
+installation (``launcher.alfred_related``) through the zsh client's ``--alfred-related``.
+The search's Script Filter runs the per-keystroke client with the query as argv (never ``{query}``
 substitution): the workflow's copy of the zsh client (``launcher/scripts/notewell-query.zsh``,
 sourced by Alfred's own /bin/zsh: no Python start per keystroke; it hands anything but a
 ready answer to ``notewell alfred query`` of the recorded installation). It terminates the
@@ -101,6 +106,10 @@ Type the keyword (default "n", change it in Configure Workflow) and a few words.
 - fn: notes similar to this one
 
 An empty query lists recently modified notes. Filters: #tag, in:SOURCE.
+
+Related notes: select text (or a Markdown, text or PDF file) in any app and run the
+Universal Action "Related notes", or bind a key to this workflow's Hotkey (left unset)
+and press it: the notes nearest in meaning to it. "nr TEXT" does the same for typed text.
 If the daemon is not running, one item says so; Enter starts it.
 
 This workflow was built by `notewell alfred build`. It holds no path to Python: it finds

@@ -39,8 +39,10 @@ MAX_DATE_CHARS = 40
 # reads, and the answer tells the user; longer text sent as is is refused. All of it
 # counts, passage by passage (``engine.text_vector``): on the demo notes a selection of
 # two notes' text finds the second note in the top 5 for 95% of pairs, against 28% when
-# only the first window is read (bench/README.md, "Related notes"); 10,000 characters
-# are 10 to 30 passages, about 2 s of embedding on a loaded 2-core Xeon.
+# only the first window is read (bench/README.md, "Related notes"). The cost grows with
+# the text: 10,000 characters of the demo notes are 32 passages, about a second at the
+# 29 passages/s the shipped model embeds on an idle 2-core machine (6 s measured under a
+# load average of 7 to 11).
 MAX_RELATED_CHARS = 10_000
 MAX_RELATED_FILE_BYTES = 20 * 1024 * 1024  # a Markdown, text or PDF file the daemon reads
 MAX_PATH_CHARS = 4_096
