@@ -34,6 +34,13 @@ def objects_by_type(plist: dict) -> dict[str, list[dict]]:
     return out
 
 
+def search_filter(plist: dict) -> dict:
+    """The search's Script Filter (the other one lists related notes: test_related_*)."""
+    (sf,) = [o for o in objects_by_type(plist)[SCRIPT_FILTER]
+             if o["config"]["keyword"] == "{var:keyword}"]
+    return sf
+
+
 @pytest.fixture
 def built(home: Path, tmp_path: Path) -> Path:
     return Path(alfred_workflow.build(str(tmp_path / "out" / "notewell.alfredworkflow")))
@@ -65,10 +72,10 @@ def test_the_workflow_is_a_zip_with_plist_icons_and_scripts_at_its_root(built: P
 def test_script_filter_config(built: Path):
     with zipfile.ZipFile(built) as zf:
         plist = plistlib.loads(zf.read("info.plist"))
-    (sf,) = objects_by_type(plist)[SCRIPT_FILTER]
+    sf = search_filter(plist)
     cfg = sf["config"]
     assert cfg["keyword"] == "{var:keyword}"
-    (keyword,) = plist["userconfigurationconfig"]
+    keyword, _related = plist["userconfigurationconfig"]
     assert keyword["variable"] == "keyword" and keyword["config"]["default"] == "n"
     assert cfg["scriptargtype"] == 1, "the query must arrive as argv, never as {query}"
     assert "{query}" not in cfg["script"]
@@ -116,7 +123,7 @@ def test_connections_reference_objects_and_carry_the_modifiers(built: Path):
             assert set(wire) == {"destinationuid", "modifiers", "modifiersubtext", "vitoclose"}
     assert set(plist["uidata"]) == uids
     types = objects_by_type(plist)
-    (sf,) = types[SCRIPT_FILTER]
+    sf = search_filter(plist)
     wires = {w["modifiers"]: w for w in plist["connections"][sf["uid"]]}
     assert set(wires) == {0, CMD, ALT, CTRL, SHIFT, FN}
     assert (CMD, ALT, CTRL, SHIFT, FN) == (1048576, 524288, 262144, 131072, 8388608)
@@ -155,7 +162,7 @@ def test_items_and_workflow_agree(built: Path, kind: str):
     with zipfile.ZipFile(built) as zf:
         plist = plistlib.loads(zf.read("info.plist"))
         names = set(zf.namelist())
-    (sf,) = objects_by_type(plist)[SCRIPT_FILTER]
+    sf = search_filter(plist)
     wired = {w["modifiers"] for w in plist["connections"][sf["uid"]]}
     assert set(item["mods"]) == {"cmd", "alt", "ctrl", "shift", "fn"}
     for mod, spec in item["mods"].items():
@@ -243,7 +250,7 @@ def test_the_script_filter_command_runs_the_client_as_alfred_would(built: Path, 
                                                                    tmp_path: Path):
     wf = tmp_path / "wf"
     plist = unpack(built, wf)
-    (sf,) = objects_by_type(plist)[SCRIPT_FILTER]
+    sf = search_filter(plist)
     # Alfred's "/bin/zsh" language: zsh reading the script, the query as $1.
     out = subprocess.run(["zsh", "-c", sf["config"]["script"], "zsh", "postgres vac"],
                          cwd=wf, env=alfred_env(plist), capture_output=True, timeout=20)
@@ -276,7 +283,7 @@ def runs(inst: Path) -> list[str]:
 
 def script_of(plist: dict, modifier: int) -> str:
     by_uid = {o["uid"]: o for o in plist["objects"]}
-    (sf,) = objects_by_type(plist)[SCRIPT_FILTER]
+    sf = search_filter(plist)
     wire = next(w for w in plist["connections"][sf["uid"]] if w["modifiers"] == modifier)
     return by_uid[wire["destinationuid"]]["config"]["script"]
 
@@ -314,7 +321,7 @@ def test_after_a_python_upgrade_the_workflow_still_runs(tmp_path: Path, notes_co
     try:
         wait_synced(d)
         new = installation(tmp_path / "py313" / "bin", home)  # after the daemon recorded its own
-        (sf,) = objects_by_type(plist)[SCRIPT_FILTER]
+        sf = search_filter(plist)
         out = subprocess.run(["zsh", "-c", sf["config"]["script"], "zsh", "postgres vac"],
                              cwd=wf, env=alfred_env(plist, HOME=str(tmp_path)),
                              capture_output=True, timeout=30)
@@ -347,7 +354,7 @@ def test_a_home_too_deep_for_a_socket_reaches_the_zsh_client(tmp_path: Path, mon
     try:
         wait_synced(d)
         (deep / "notewell-command").write_text('["/bin/false"]')  # Python would fail
-        (sf,) = objects_by_type(plist)[SCRIPT_FILTER]
+        sf = search_filter(plist)
         out = subprocess.run(["zsh", "-c", sf["config"]["script"], "zsh", "lisbon tram"],
                              cwd=wf, env=alfred_env(plist, HOME=str(tmp_path)),
                              capture_output=True, timeout=30)
@@ -557,7 +564,7 @@ def no_python_path(tmp_path: Path) -> str:
 
 def keystroke(wf: Path, plist: dict, query: str, tmp_path: Path) -> subprocess.CompletedProcess:
     """The Script Filter run as Alfred runs it."""
-    (sf,) = objects_by_type(plist)[SCRIPT_FILTER]
+    sf = search_filter(plist)
     env = alfred_env(plist, HOME=str(tmp_path), PATH=no_python_path(tmp_path))
     return subprocess.run(["zsh", "-c", sf["config"]["script"], "zsh", query], cwd=wf,
                           env=env, capture_output=True, timeout=60)

@@ -65,6 +65,14 @@ CASES: list[tuple[str, dict]] = [
     ("recent", {"tags": ["nosuchtag"], "limit": 3}),
     ("recent", {"limit": 0}),
     ("status", {}),
+    ("related", {"text": "three ripe bananas baked for an hour", "limit": 3}),
+    ("related", {"text": "tram rides at sunset", "source": "notes"}),
+    ("related", {"text": "bread", "tags": ["nosuchtag"]}),  # filters matching nothing
+    ("related", {"text": "   "}),  # blank
+    ("related", {"text": "bin\x00ary\x00\x00data\x00"}),  # binary
+    ("related", {}),  # neither text nor path
+    ("related", {"path": "/nonexistent/notes.md"}),
+    ("related", {"text": "bread", "limit": 80}),  # out of range
 ]
 TOOL_OF = {spec.op: spec for spec in tools.TOOLS.values()}
 # What only a running daemon knows, in its status (``serve.handlers``); the CLI's own

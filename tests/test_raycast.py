@@ -61,9 +61,10 @@ def test_manifest_is_a_raycast_extension():
     for key in ("name", "title", "description", "icon", "author", "categories", "license",
                 "commands"):
         assert pkg.get(key), key
-    (command,) = pkg["commands"]
-    assert command["name"] == "search-notes" and command["mode"] == "view"
-    assert (EXT / "src" / f"{command['name']}.tsx").exists()
+    assert [c["name"] for c in pkg["commands"]] == ["search-notes", "related-notes"]
+    for command in pkg["commands"]:
+        assert command["mode"] == "view"
+        assert (EXT / "src" / f"{command['name']}.tsx").exists()
     assert (EXT / "assets" / pkg["icon"]).exists()
     assert pkg["dependencies"]["@raycast/api"]
     assert pkg["platforms"] == ["macOS"]  # it opens Finder, Quick Look, Bear: macOS only
@@ -86,7 +87,18 @@ def test_typecheck_and_ray_build(installed: Path, tmp_path: Path):
               "--exit-on-error", env=env)
     assert "built extension successfully" in out.stdout + out.stderr
     assert (dist / "search-notes.js").stat().st_size > 1000
-    assert json.loads((dist / "package.json").read_text())["name"] == "notewell"
+    built = json.loads((dist / "package.json").read_text())
+    assert built["name"] == "notewell"
+    for name in ("related-notes.js", "tools/find-notes.js", "tools/read-note.js"):
+        assert (dist / name).stat().st_size > 1000, name
+    # ai.yaml, as ray build read it: instructions, and evals calling only declared tools.
+    tools = {t["name"] for t in built["tools"]}
+    assert len(built["ai"]["instructions"]) > 200 and len(built["ai"]["evals"]) >= 3
+    for case in built["ai"]["evals"]:
+        assert case["input"].startswith("@notewell ")
+        assert set(case.get("mocks", {})) <= tools
+        called = [e["callsTool"]["name"] for e in case["expected"] if "callsTool" in e]
+        assert called and set(called) <= tools
     for icon in ("icon.png", "bear.png", "obsidian.png", "markdown.png"):
         assert (dist / "assets" / icon).exists()
 
@@ -217,3 +229,89 @@ def alfred_lines(reply: dict) -> list[dict]:
 def test_the_extension_words_the_extras_as_alfred_does(probe: Path, reply: dict):
     got = node(probe, "wording", json.dumps(reply), env={"PATH": os.environ["PATH"]})
     assert got == alfred_lines(reply)
+
+
+# -- the AI tools (issue 35.2) and Related Notes to Selected Text -----------------------------
+
+
+def test_ai_tools_are_declared_as_raycast_documents_them():
+    pkg = json.loads((EXT / "package.json").read_text())
+    assert [t["name"] for t in pkg["tools"]] == ["find-notes", "read-note"]
+    for tool in pkg["tools"]:
+        assert tool["title"] and len(tool["description"]) > 100, tool["name"]
+        source = (EXT / "src" / "tools" / f"{tool['name']}.ts").read_text()
+        # One typed input object, a default async function, descriptions for the model.
+        assert "type Input = {" in source and "/**" in source
+        assert "export default async function tool(input: Input)" in source
+    assert (EXT / "ai.yaml").exists()
+
+
+@pytest.fixture(scope="module")
+def tools_probe(installed: Path, tmp_path_factory) -> Path:
+    """The AI tools' own files bundled with a stand-in for the two @raycast/api calls."""
+    out = tmp_path_factory.mktemp("tools") / "tools-probe.js"
+    npx("esbuild", "scripts/tools-probe.ts", "--bundle", "--platform=node",
+        "--alias:@raycast/api=./scripts/raycast-stand-in.ts", f"--outfile={out}",
+        "--log-level=warning")
+    return out
+
+
+LONG_NOTE = "# Manual\n\n" + "".join(f"Line {i}: the pump's manual says to bleed it.\n"
+                                       for i in range(1200))
+
+
+def test_the_ai_tools_answer_from_a_real_daemon(tools_probe: Path, home: Path,
+                                               tmp_path: Path):
+    from helpers import NOTES, write_notes
+
+    notes = write_notes(tmp_path / "notes", {**NOTES, "long/manual.md": LONG_NOTE})
+    config.save(config.Config(sources=(config.SourceConfig("notes", "markdown",
+                                                           str(notes)),)))
+    env = subprocess_env(home)
+    down = node(tools_probe, "find-notes", json.dumps({"query": "postgres"}), env=env)
+    assert "notewell agent start" in down["error"]
+    d = start_daemon(home)
+    try:
+        wait_synced(d)
+
+        def tool(name: str, **args) -> dict:
+            return node(tools_probe, name, json.dumps(args), env=env)
+
+        found = tool("find-notes", query="postgres vacuum")
+        top = found["notes"][0]
+        assert top["title"] == "Postgres vacuum" and top["noteId"] == "notes:db/postgres-vacuum.md"
+        assert set(top) == {"noteId", "title", "source", "section", "snippet", "tags",
+                            "modified", "url"}
+        assert len(top["modified"]) == 10 and "postgres" in top["tags"]
+        tagged = tool("find-notes", query="notes", tags=["postgres"])["notes"]
+        assert [n["noteId"] for n in tagged] == ["notes:db/postgres-vacuum.md"]
+        assert tool("find-notes", query="vacuum", source="nowhere")["notes"] == []
+        assert tool("find-notes", query="vacuum", modifiedBefore="2000-01-01")["notes"] == []
+        assert "cannot read 'someday'" in tool("find-notes", query="x",
+                                                modifiedAfter="someday")["error"]
+        assert tool("find-notes", query="  ")["error"].startswith("query:")
+        page = tool("read-note", noteId=top["noteId"])
+        assert "VACUUM ANALYZE" in page["text"] and page["nextPage"] is None
+        first = tool("read-note", noteId="notes:long/manual.md")
+        second = tool("read-note", noteId="notes:long/manual.md", page=first["nextPage"])
+        assert first["nextPage"] == len(first["text"]) and second["text"] != first["text"]
+        assert (first["text"] + second["text"]).startswith(LONG_NOTE[:len(first["text"])
+                                                                     + 100])
+        assert "no note with id" in tool("read-note", noteId="notes:nope.md")["error"]
+        related = node(tools_probe, "related", "ripe bananas, flour and butter", env=env)
+        assert related["hits"][0]["note_id"] == "notes:kitchen/banana-bread.md"
+    finally:
+        d.stop()
+
+
+def test_related_notes_reads_the_selection_else_the_clipboard(tools_probe: Path):
+    env = {"PATH": os.environ["PATH"]}
+    assert node(tools_probe, "choose", "picked", "copied", env=env) == {
+        "text": "picked", "from": "selection"}
+    assert node(tools_probe, "choose", " \n", "copied", env=env) == {
+        "text": "copied", "from": "clipboard"}
+    assert node(tools_probe, "choose", "", " ", env=env) is None
+    source = (EXT / "src" / "related-notes.tsx").read_text()
+    for needed in ("getSelectedText()", "Clipboard.readText()",
+                   "No text selected, and none on the clipboard"):
+        assert needed in source, needed

@@ -136,6 +136,22 @@ def op_recent(view: Any, args: dict) -> dict:
     return view.recent(args["limit"], **filters(args)).to_dict()
 
 
+def related(view: Any, args: dict) -> SearchResult:
+    """The notes nearest in meaning to ``text``, or to the text of the file at ``path``
+    (read by the view: ``ReadView.related_file``), within the filters."""
+    text, path = args["text"], args["path"]
+    if (text is None) == (path is None):
+        raise requests.BadArguments("text: required (or path: a Markdown, text or PDF "
+                                    "file to read it from), not both", "text")
+    if path is not None:
+        return view.related_file(path, args["limit"], **filters(args))
+    return view.related(text, args["limit"], truncated=args["truncated"], **filters(args))
+
+
+def op_related(view: Any, args: dict) -> dict:
+    return related(view, args).to_dict()
+
+
 def op_status(view: Any, args: dict) -> dict:
     return view.status()
 
@@ -146,5 +162,6 @@ OPS_TABLE: dict[str, Callable[[Any, dict], dict]] = {
     "note": op_note,
     "tags": op_tags,
     "recent": op_recent,
+    "related": op_related,
     "status": op_status,
 }

@@ -18,8 +18,11 @@ import contextlib
 import dataclasses
 import logging
 import os
+import stat
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
+
+import numpy as np
 
 from notewell import __version__
 from notewell.clock import SYSTEM_CLOCK, Clock
@@ -27,12 +30,12 @@ from notewell.config import Config
 from notewell.index import store
 from notewell.index.database import Index
 from notewell.index.schema import SCHEMA_VERSION, BuildSettings
-from notewell.ingest.chunking import ChunkSettings, heading_paths, section
+from notewell.ingest.chunking import ChunkSettings, chunk_note, heading_paths, section
 from notewell.ingest.sync import ProgressBars, Syncer, SyncReport, UnreadableNotes
 from notewell.model.custom import open_folder
 from notewell.model.embedding import Embedder
 from notewell.model.runtime import custom_embedder, default_embedder
-from notewell.notes import Hit, nfc
+from notewell.notes import Hit, id_forms, nfc
 from notewell.search import dates, filters
 from notewell.search.generation import Generation, Generations
 from notewell.search.query import Query, parse, typing_tag
@@ -143,6 +146,14 @@ class Engine:
     def similar(self, note_id: str, limit: int = 20) -> list[Hit]:
         with self.reading() as view:
             return view.similar(note_id, limit)
+
+    def related(self, text: str, limit: int = 20, **kw) -> SearchResult:
+        with self.reading() as view:
+            return view.related(text, limit, **kw)
+
+    def related_file(self, path: str, limit: int = 20, **kw) -> SearchResult:
+        with self.reading() as view:
+            return view.related_file(path, limit, **kw)
 
     def recent(self, limit: int = 10, source: str | None = None, tags: Sequence[str] = (),
                modified_after: DateBound = None, modified_before: DateBound = None
@@ -316,6 +327,85 @@ class ReadView:
 
     def similar(self, note_id: str, limit: int = 20) -> list[Hit]:
         return self.searcher.similar(note_id, limit)
+
+    def related(self, text: str, limit: int = 20, *, tags: Sequence[str] = (),
+                source: str | None = None, modified_after: DateBound = None,
+                modified_before: DateBound = None, exclude: str | None = None,
+                title: str = "", truncated: bool = False) -> SearchResult:
+        """The notes nearest in meaning to any ``text`` (a selection, a file's content),
+        within the filters, the note ``exclude`` (an id) left out: the text is embedded
+        as notes' passages are (``text_vector``) and ranked as ``similar`` ranks a note's
+        neighbours. Text over ``requests.MAX_RELATED_CHARS`` is cut there, with a notice
+        (as when a client says it cut it: ``truncated``). Raises ``ArgumentError`` for
+        blank or binary text, ``dates.DateError``."""
+        notices = []
+        if truncated or len(text) > requests.MAX_RELATED_CHARS:
+            text = text[:requests.MAX_RELATED_CHARS]
+            notices.append(f"only the first {requests.MAX_RELATED_CHARS:,} characters "
+                           "were read")
+        problem = text_problem(text)
+        if problem:
+            raise ArgumentError("text", problem)
+        q = filters.with_dates(self.filtered(parse(""), tags, source, modified_after,
+                                             modified_before), self.clock)
+        allowed, found = self.searcher.allowed(q)
+        notices += found
+        if allowed is not None and not allowed:
+            return SearchResult(q, [], notices)
+        own = text_vector(self._engine.embedder, self._engine.chunker, text, title)
+        row = None
+        if exclude is not None:
+            row = next((r for r in map(self.reads.note_row, id_forms(exclude))
+                        if r is not None), None)
+        return SearchResult(q, self.searcher.near(own, limit, allowed, exclude=row), notices)
+
+    def related_file(self, path: str, limit: int = 20, *, tags: Sequence[str] = (),
+                     source: str | None = None, modified_after: DateBound = None,
+                     modified_before: DateBound = None) -> SearchResult:
+        """``related`` for a file's text (a Universal Action on a file): only Markdown,
+        text and PDF files up to ``requests.MAX_RELATED_FILE_BYTES``; when the file is a
+        note of a configured source, that note is read through it and left out of the
+        answer. Raises ``ArgumentError`` saying what cannot be read."""
+        note_id, title, text = self._file_text(path)
+        indexed = note_id is not None and self.has_note(note_id)
+        return self.related(text, limit, tags=tags, source=source,
+                            modified_after=modified_after, modified_before=modified_before,
+                            exclude=note_id if indexed else None, title=title)
+
+    def _file_text(self, path: str) -> tuple[str | None, str, str]:
+        """(the note id the file has in a configured source, or None; title; text)."""
+        real = os.path.realpath(os.path.expanduser(path))
+        ext = os.path.splitext(real)[1].lower()
+        if ext not in RELATED_FILE_TYPES:
+            raise ArgumentError("path", f"{os.path.basename(real)[:200]!r} is not a Markdown, "
+                                "text or PDF file (.md, .txt, .pdf); select one of those, "
+                                "or some text")
+        try:
+            st = os.stat(real)
+        except OSError as e:
+            raise ArgumentError("path", f"{path[:300]}: {e.strerror}") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise ArgumentError("path", f"{path[:300]}: not a regular file")
+        if st.st_size > requests.MAX_RELATED_FILE_BYTES:
+            raise ArgumentError("path", f"{path[:300]}: {st.st_size / 1e6:.1f} MB is over "
+                                f"the {requests.MAX_RELATED_FILE_BYTES / 1e6:g} MB limit "
+                                "for related notes; select part of its text instead")
+        for src in self._engine.sources:
+            root = getattr(src, "root", "")
+            if not root or src.kind not in ("markdown", "obsidian"):
+                continue
+            rel = os.path.relpath(real, os.path.realpath(root))
+            if rel.startswith(os.pardir + os.sep) or rel == os.pardir:
+                continue
+            note_id = f"{src.name}:{rel.replace(os.sep, '/')}"
+            try:
+                note = src.load(note_id)
+            except SourceWarning:
+                note = None  # excluded by the source, or unreadable there: read it here
+            if note is not None:
+                pages = ["\n\n".join(a.pages) for a in note.attachments]
+                return note_id, note.title, note.text.strip() or "\n\n".join(pages)
+        return None, *read_file_text(real, ext)
 
     def recent(self, limit: int = 10, source: str | None = None, tags: Sequence[str] = (),
                modified_after: DateBound = None, modified_before: DateBound = None
@@ -523,6 +613,62 @@ def rebuild(sources: list[Source], embedder: Embedder, chunker: ChunkSettings,
     final = store.publish(building)
     store.forget_vectors(index_dir, settings.embedder)  # in the live index now
     return final, reports
+
+
+# -- related notes for any text ------------------------------------------------------------
+
+RELATED_FILE_TYPES = (".md", ".markdown", ".txt", ".pdf")
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be read for related notes (blank; binary: NUL bytes, or mostly
+    control characters and undecodable bytes), else None."""
+    if not text.strip():
+        return "is empty: select some text, or a Markdown, text or PDF file"
+    head = text[:4000]
+    odd = sum(1 for c in head if (c < " " and c not in "\t\n\r\f") or c == "\ufffd")
+    if "\x00" in head or odd > len(head) // 10:
+        return ("looks like binary data, not text: select some text, or a Markdown, text "
+                "or PDF file")
+    return None
+
+
+def text_vector(embedder: Embedder, chunker: ChunkSettings, text: str, title: str = ""
+                ) -> np.ndarray:
+    """A text's vector as a note's mean passage vector is made: cut into passages as a
+    note is (``chunk_note``), each embedded as a passage (a model with prefixes reads it
+    with the passage prefix, as the notes it is compared with were), their mean at unit
+    length. A text longer than the model's window counts whole, not only its start
+    (measured against reading its first window alone: ``bench/related.py``)."""
+    chunks = chunk_note(title, text, chunker)
+    vectors = embedder.embed_batch([c.embed_text(title) for c in chunks])
+    mean = vectors.mean(axis=0)
+    return (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
+
+
+def read_file_text(path: str, ext: str) -> tuple[str, str]:
+    """(title, text) of a file outside the configured sources: a PDF's pages, a Markdown
+    or text file without its frontmatter. Raises ``ArgumentError``."""
+    from notewell.sources.frontmatter import split_frontmatter
+    from notewell.sources.markdown import decode_note
+    from notewell.sources.pdf import PdfProblem, read_pages
+
+    title = os.path.splitext(os.path.basename(path))[0]
+    if ext == ".pdf":
+        try:
+            pages = read_pages(path, requests.MAX_RELATED_FILE_BYTES)
+        except PdfProblem as e:
+            raise ArgumentError("path", str(e).removesuffix("; skipped")) from None
+        return title, "\n\n".join(pages)
+    try:
+        with open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as f:
+            raw = f.read(requests.MAX_RELATED_FILE_BYTES + 1)
+        text = nfc(decode_note(raw, path))
+    except OSError as e:
+        raise ArgumentError("path", f"{path[:300]}: {e.strerror}") from None
+    except SourceWarning as e:
+        raise ArgumentError("path", str(e).removesuffix("; skipped")) from None
+    return title, split_frontmatter(text)[1] if ext != ".txt" else text
 
 
 def _size(path: str) -> int:

@@ -84,6 +84,19 @@ def _input(op: str, descriptions: dict[str, str | None]) -> dict:
     return schema
 
 
+def _similar_input() -> dict:
+    """``similar_notes``' input: a note's id (op ``similar``) or any text (op
+    ``related``), one of the two."""
+    schema = _input("similar", {"note_id": _NOTE_ID + " Leave it out when giving text.",
+                                "limit": None})
+    schema["properties"]["text"] = _input("related", {"text": (
+        "Instead of note_id: any text (a passage, a draft, a question at length); the "
+        "notes closest to it in meaning. At most "
+        f"{requests.MAX_RELATED_CHARS:,} characters.")})["properties"]["text"]
+    schema["required"] = []
+    return schema
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     name: str
@@ -141,9 +154,10 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
         },
     ),
     ToolSpec(
-        "similar_notes", "Notes similar to a note",
-        "The notes closest in meaning to a note, the note itself left out.",
-        "similar", _input("similar", {"note_id": _NOTE_ID, "limit": None}),
+        "similar_notes", "Notes similar to a note or a text",
+        "The notes closest in meaning to a note (note_id; the note itself left out), or "
+        "to any text given instead (text: what the user is reading or writing).",
+        "similar", _similar_input(),
         HITS,
         # An unknown note_id is an error an agent can act on, not an empty list.
         fixed=(("strict", True),),
@@ -211,13 +225,20 @@ def check(spec: ToolSpec, arguments: dict[str, Any] | None) -> dict[str, Any]:
     """The arguments with defaults filled in, or ``requests.BadArguments`` naming the
     first wrong one. Reads the input schema, so what ``tools/list`` shows is what is
     checked (the SDK's low-level server does not check it)."""
-    return requests.check(spec.input_schema, arguments, spec.name)
+    args = requests.check(spec.input_schema, arguments, spec.name)
+    if spec.name == "similar_notes" and (args["note_id"] is None) == (args["text"] is None):
+        raise requests.BadArguments("note_id: required, or text instead (not both)",
+                                    "note_id")
+    return args
 
 
 def request(name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The daemon op and its arguments for a checked tool call."""
     spec = TOOLS[name]
-    return spec.op, {**args, **dict(spec.fixed)}
+    if name == "similar_notes" and args.get("text") is not None:
+        return "related", {"text": args["text"], "limit": args["limit"]}
+    return spec.op, {k: v for k, v in {**args, **dict(spec.fixed)}.items()
+                     if not (name == "similar_notes" and k == "text")}
 
 
 # -- answers -------------------------------------------------------------------------------
@@ -355,8 +376,9 @@ def _status_text(out: dict, args: dict) -> str:
 _TEXT: dict[str, Callable[[dict, dict], str]] = {
     "search_notes": _search_text,
     "get_note": _note_text,
-    "similar_notes": lambda out, args: _hits_text(
-        out, f"{len(out['hits'])} notes similar to {args['note_id']}:"),
+    "similar_notes": lambda out, args: _hits_text(out, f"{len(out['hits'])} notes similar "
+                                                  + (f"to {args['note_id']}:" if args.get(
+                                                      "note_id") else "to the text:")),
     "recent_notes": lambda out, args: _hits_text(
         out, f"{len(out['hits'])} most recently modified notes:"),
     "list_tags": _tags_text,

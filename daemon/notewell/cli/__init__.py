@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 # What the Alfred workflow runs through the notewell its home records (the fallback of its
 # zsh client and its actions, ``launcher/scripts/notewell-query.zsh``): the user's text goes
 # through untouched, never through argparse, which would take a query like "-h" for an option.
-ALFRED_ENTRIES = {"query": "notewell.wire.client", "action": "notewell.launcher.alfred_actions"}
+ALFRED_ENTRIES = {"query": "notewell.wire.client", "action": "notewell.launcher.alfred_actions",
+                  "related": "notewell.launcher.alfred_related"}
 
 
 def main(argv: list[str] | None = None, *,

@@ -8,7 +8,7 @@ import sys
 
 from notewell import __version__
 from notewell.wire import paths
-from notewell.wire.requests import MAX_LIMIT, MAX_PAGE_CHARS, OPS, default
+from notewell.wire.requests import MAX_LIMIT, MAX_PAGE_CHARS, MAX_RELATED_CHARS, OPS, default
 
 # Commands that must start fast and stay thin: run before main imports anything heavy.
 LIGHT_COMMANDS = frozenset({"mcp"})
@@ -119,6 +119,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("note_id")
     _limit(s, "similar")
     s.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("related", help="notes closest in meaning to any text (an "
+                       "argument, stdin, or a file)",
+                       description="List the notes closest in meaning to TEXT: the "
+                       "argument, or standard input when it is '-' or left out (piped: "
+                       "`pbpaste | notewell related`), or the text of a Markdown, text or "
+                       "PDF file (--file; a note of a configured source is left out of its "
+                       f"own list). At most {MAX_RELATED_CHARS:,} characters are read.")
+    s.add_argument("text", nargs="?", help="the text ('-' or none: standard input)")
+    s.add_argument("--file", metavar="PATH", help="read the text of this .md, .txt or "
+                   ".pdf file instead")
+    _limit(s, "related")
+    s.add_argument("--source", help="only this source (its configured name)")
+    s.add_argument("--tag", action="append", default=[], dest="tags", metavar="TAG",
+                   help="only notes with this tag (nested tags included); repeatable")
+    s.add_argument("--after", help="modified on or after this date")
+    s.add_argument("--before", help="modified before this date")
+    s.add_argument("--json", action="store_true", help="print hits as JSON")
 
     s = sub.add_parser("eval", help="measure ranking quality on a golden set, a BEIR "
                        "dataset or your own notes (Recall@5/@10, MRR@10, nDCG@10)",

@@ -1,10 +1,11 @@
-"""The commands that read the index: search, recent, show, tags, similar, status. Each asks
-the running daemon when there is one, else a short-lived in-process engine."""
+"""The commands that read the index: search, recent, show, tags, similar, related, status.
+Each asks the running daemon when there is one, else a short-lived in-process engine."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -112,6 +113,33 @@ def cmd_tags(args: argparse.Namespace) -> int:
 def cmd_similar(args: argparse.Namespace) -> int:
     # strict: an unknown id is an error (exit 1), not an empty list.
     result = read_op(args, "similar", note_id=args.note_id, limit=args.limit, strict=True)
+    print_hits(result["hits"], result["notices"], args.json)
+    return 0
+
+
+@command
+def cmd_related(args: argparse.Namespace) -> int:
+    from notewell.wire.requests import MAX_RELATED_CHARS
+
+    if args.file is not None:
+        if args.text is not None:
+            raise SystemExit("notewell: give TEXT or --file, not both")
+        given = {"path": os.path.abspath(os.path.expanduser(args.file))}
+    else:
+        if args.text is None and sys.stdin.isatty():
+            raise SystemExit("notewell: give the text as an argument, pipe it in "
+                             "(`pbpaste | notewell related`), or name a file with --file")
+        if args.text in (None, "-"):
+            # Bytes that are not UTF-8 arrive as replacement characters, which the daemon
+            # tells from text.
+            raw = sys.stdin.buffer.read(4 * MAX_RELATED_CHARS + 4)
+            text = raw.decode("utf-8", "replace")
+        else:
+            text = args.text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        given = {"text": text[:MAX_RELATED_CHARS],
+                 "truncated": len(text) > MAX_RELATED_CHARS}
+    result = read_op(args, "related", limit=args.limit, source=args.source, tags=args.tags,
+                     **given, **date_filters(args))
     print_hits(result["hits"], result["notices"], args.json)
     return 0
 

@@ -188,3 +188,21 @@ def behind_item(lag: dict) -> dict:
         subtitle = (f"Changes in {', '.join(lag.get('sources', []))} are not indexed yet; "
                     "results may miss recent edits")
     return message_item(title, subtitle[:300])
+
+
+def related_feedback(hits: list[Hit], notices: list[str]) -> str:
+    """Related notes for a selection or a file (the Universal Action and the Hotkey).
+    Their items carry no query: no keystroke made them, so the stale-Enter guard, which
+    compares an item's query with the newest one typed, lets them act."""
+    items = [message_item(n[:1].upper() + n[1:], "Select less text to choose what is "
+                          "read" if n.startswith("only the first") else "")
+             for n in notices]
+    for hit in hits:
+        item = hit_item(hit)
+        for variables in [item["variables"], *(m["variables"] for m in item["mods"].values())]:
+            variables.pop("query", None)
+        items.append(item)
+    if not hits:
+        items.append(message_item("No related notes", "No note is near this text in "
+                                  "meaning (or within the filters)"))
+    return feedback(items)

@@ -12,8 +12,13 @@ either. The object graph:
         ├─⌘─▶ Run Script: reveal       ├─⌥─▶ Run Script: copy passage
         ├─⌃─▶ Run Script: copy link    ├─⇧─▶ Run Script: quicklook
         └─fn─▶ Call External Trigger "search" ──▶ External Trigger "search" ──▶ Script Filter
+    Universal Action "Related notes" (text, files) ─┐
+    Hotkey (unset; the selection in macOS) ─────────┴▶ Script Filter "Related notes"
+        (keyword ``{var:related_keyword}``, default ``nr``) ──▶ the same actions as above
 
-The Script Filter runs the per-keystroke client with the query as argv (never ``{query}``
+The related notes Script Filter runs ``notewell alfred related`` of the recorded
+installation (``launcher.alfred_related``) through the zsh client's ``--alfred-related``.
+The search's Script Filter runs the per-keystroke client with the query as argv (never ``{query}``
 substitution): the workflow's copy of the zsh client (``launcher/scripts/notewell-query.zsh``,
 sourced by Alfred's own /bin/zsh: no Python start per keystroke; it hands anything but a
 ready answer to ``notewell alfred query`` of the recorded installation). It terminates the
@@ -43,6 +48,8 @@ from notewell.launcher.alfred_actions import BUNDLE_ID, SEARCH_TRIGGER
 from notewell.wire import paths
 
 DEFAULT_KEYWORD = "n"
+DEFAULT_RELATED_KEYWORD = "nr"
+RELATED_FLAG = "--alfred-related"  # the zsh client runs `notewell alfred related ...`
 PYTHON_CLIENT = "notewell-query"
 
 # NSEvent modifier flags, as Alfred stores them on a connection.
@@ -55,6 +62,8 @@ SCRIPT_ZSH = 5
 ARGV = 1  # scriptargtype: the query arrives as $1, never substituted into the script text
 QUEUE_TERMINATE_PREVIOUS = 2
 QUEUE_DELAY_IMMEDIATE = 0
+QUEUE_DELAY_AUTOMATIC = 1  # after the last character typed
+HOTKEY_SELECTION = 1  # a Hotkey's argument: the selection in macOS (text, or files)
 ARGUMENT_OPTIONAL = 1
 
 # (object name, connection modifier, action passed to `notewell alfred action`, label)
@@ -97,6 +106,10 @@ Type the keyword (default "n", change it in Configure Workflow) and a few words.
 - fn: notes similar to this one
 
 An empty query lists recently modified notes. Filters: #tag, in:SOURCE.
+
+Related notes: select text (or a Markdown, text or PDF file) in any app and run the
+Universal Action "Related notes", or bind a key to this workflow's Hotkey (left unset)
+and press it: the notes nearest in meaning to it. "nr TEXT" does the same for typed text.
 If the daemon is not running, one item says so; Enter starts it.
 
 This workflow was built by `notewell alfred build`. It holds no path to Python: it finds
@@ -144,6 +157,12 @@ def script_filter_command() -> tuple[int, str]:
     """(Alfred script type, script) of the Script Filter: the workflow's own zsh client
     (Alfred runs scripts in the workflow's folder)."""
     return SCRIPT_ZSH, f'source ./{ZSH_CLIENT} "$1"'
+
+
+def related_command() -> str:
+    """The related notes Script Filter's script: the selection (text, or a file's path)
+    as $1, to ``notewell alfred related`` of the recorded installation."""
+    return f'source ./{ZSH_CLIENT} {RELATED_FLAG} "$1"'
 
 
 def action_command(action: str) -> str:
@@ -223,6 +242,7 @@ def info_plist(home: str | None = None) -> dict:
                        "note": "Shows the Script Filter with a query: fn (similar notes), "
                        "and the stale-Enter guard re-showing the newest query"}
 
+    _related(objects, connections, uidata)
     variables = {"NOTEWELL_HOME": home} if home else {}
     return {
         "bundleid": BUNDLE_ID,
@@ -247,8 +267,79 @@ def info_plist(home: str | None = None) -> dict:
             "description": "What you type before the query",
             "config": {"default": DEFAULT_KEYWORD, "placeholder": DEFAULT_KEYWORD,
                        "required": True, "trim": True},
+        }, {
+            "type": "textfield",
+            "variable": "related_keyword",
+            "label": "Related notes keyword",
+            "description": "What you type before a text to list the notes related to it "
+                           "(the Universal Action and the Hotkey open the same list)",
+            "config": {"default": DEFAULT_RELATED_KEYWORD,
+                       "placeholder": DEFAULT_RELATED_KEYWORD, "required": True,
+                       "trim": True},
         }],
     }
+
+
+def _related(objects: list[dict], connections: dict[str, list[dict]],
+             uidata: dict[str, dict]) -> None:
+    """Related notes: a Script Filter fed by a Universal Action (on selected text and on
+    files) and by a Hotkey left unset for the user to bind (its argument: the selection
+    in macOS), whose items act as the search's do (the same Run Scripts and modifiers)."""
+    sf, search = _uid("scriptfilter/related"), _uid("scriptfilter")
+    ua, hotkey = _uid("universalaction/related"), _uid("hotkey/related")
+    objects.append({
+        "uid": sf,
+        "type": "alfred.workflow.input.scriptfilter",
+        "version": 3,
+        "config": {
+            "keyword": "{var:related_keyword}",
+            "withspace": True,
+            "argumenttype": ARGUMENT_OPTIONAL,  # an empty selection gets an item saying so
+            "argumenttrimmode": 0,
+            "argumenttreatemptyqueryasnil": False,
+            "title": "Related notes",
+            "subtext": "notewell · the notes nearest in meaning to a text or a file",
+            "runningsubtext": "Reading…",
+            "type": SCRIPT_ZSH,
+            "script": related_command(),
+            "scriptfile": "",
+            "scriptargtype": ARGV,
+            "escaping": 0,
+            "queuemode": QUEUE_TERMINATE_PREVIOUS,
+            # The selection arrives whole and runs at once; typed text waits for a pause
+            # (each run embeds the whole text).
+            "queuedelaymode": QUEUE_DELAY_AUTOMATIC,
+            "queuedelaycustom": 1,
+            "queuedelayimmediatelyinitially": True,
+            "alfredfiltersresults": False,
+            "alfredfiltersresultsmatchmode": 0,
+        },
+    })
+    objects.append({
+        "uid": ua,
+        "type": "alfred.workflow.trigger.universalaction",
+        "version": 1,
+        "config": {"name": "Related notes", "acceptstext": True, "acceptsfiles": True,
+                   "acceptsurls": False, "acceptsmulti": 0},
+    })
+    objects.append({
+        "uid": hotkey,
+        "type": "alfred.workflow.trigger.hotkey",
+        "version": 2,
+        # hotkey/hotmod 0: no key bound; the user picks one in Alfred's preferences.
+        "config": {"action": 0, "argument": HOTKEY_SELECTION, "focusedappvariable": False,
+                   "focusedappvariablename": "", "hotkey": 0, "hotmod": 0,
+                   "hotstring": "", "leftcursor": False, "modsmode": 0,
+                   "relatedAppsMode": 0},
+    })
+    connections[ua] = [_wire(sf, 0, "")]
+    connections[hotkey] = [_wire(sf, 0, "")]
+    connections[sf] = [dict(w) for w in connections[search]]  # the search's actions
+    uidata[sf] = {"xpos": 60, "ypos": 700}
+    uidata[ua] = {"xpos": -240, "ypos": 640, "note": "Related notes: on selected text, "
+                  "or on a Markdown, text or PDF file"}
+    uidata[hotkey] = {"xpos": -240, "ypos": 780, "note": "Bind a key here: the notes "
+                      "related to the text (or file) selected in any app"}
 
 
 def _wire(destination: str, modifiers: int, subtext: str) -> dict:

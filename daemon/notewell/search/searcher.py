@@ -146,13 +146,20 @@ class Searcher:
         own = self.signatures([row]).get(row)
         if own is None:
             return []
-        nearest = self.reads.nearest_chunks(
-            own, self.ranking.dense_k + self.reads.chunk_count(row), allowed)
+        return self.near(own, limit, allowed, exclude=row)
+
+    def near(self, own: np.ndarray, limit: int = 20, allowed: set[int] | None = None,
+             exclude: int | None = None) -> list[Hit]:
+        """Notes closest in meaning to ``own`` (a unit vector: a note's mean passage
+        vector, or a text's, ``Engine.related``), the note row ``exclude`` left out; the
+        ranking ``similar`` describes."""
+        extra = self.reads.chunk_count(exclude) if exclude is not None else 0
+        nearest = self.reads.nearest_chunks(own, self.ranking.dense_k + extra, allowed)
         chunk_note = {c: n for c, n, _ in self.reads.owners([c for c, _ in nearest])}
         first: dict[int, int] = {}  # candidate note -> its passage nearest to ``own``
         for chunk_id, _ in nearest:
             note = chunk_note.get(chunk_id)
-            if note is not None and note != row:
+            if note is not None and note != exclude:
                 first.setdefault(note, chunk_id)
         signatures = self.signatures(list(first))
         scores = {chunk_id: float(signatures[note] @ own) for note, chunk_id in first.items()

@@ -97,6 +97,7 @@ class Handlers:
         self.ops: dict[str, Callable[..., object]] = {
             **{op: self._read(op) for op in api.OPS_TABLE},
             "search": self.op_search,
+            "related": self.op_related,
             "status": self.op_status,
             "ping": self.op_ping,
             "sync_now": self.op_sync_now,
@@ -281,6 +282,16 @@ class Handlers:
             out["behind"] = {"minutes": lag["minutes"], "sources": lag["sources"],
                              "error": list(lag["error"]) if lag["error"] else None}
         return out
+
+    def op_related(self, req: dict, view: ReadView | None = None) -> dict:
+        """The table's ``related``, or for Alfred (the Universal Action, the Hotkey) its
+        items."""
+        args = requests.request_args("related", req)
+        view = self._ready_view(view)
+        if args["format"] != "alfred":
+            return api.op_related(view, args)
+        result = api.related(view, args)
+        return {"alfred": alfred.related_feedback(result.hits, result.notices)}
 
     def op_latest_query(self, req: dict) -> dict:
         return {"query": self.latest_alfred_query}

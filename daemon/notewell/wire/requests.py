@@ -36,6 +36,18 @@ MAX_NAME_CHARS = 200  # a source name, a tag, a tag prefix
 MAX_NOTE_ID_CHARS = 2_000  # a source name and a path (macOS: at most 1,024 bytes)
 MAX_HEADING_CHARS = 1_000  # a heading path "A > B > C"
 MAX_DATE_CHARS = 40
+# Related notes for any text (op ``related``): the text read, at most. A client cuts a
+# longer selection to it and says so (``truncated``), as the daemon does for a file it
+# reads, and the answer tells the user; longer text sent as is is refused. All of it
+# counts, passage by passage (``engine.text_vector``): on the demo notes a selection of
+# two notes' text finds the second note in the top 5 for 95% of pairs, against 28% when
+# only the first window is read (bench/README.md, "Related notes"). The cost grows with
+# the text: 10,000 characters of the demo notes are 32 passages, about a second at the
+# 29 passages/s the shipped model embeds on an idle 2-core machine (6 s measured under a
+# load average of 7 to 11).
+MAX_RELATED_CHARS = 10_000
+MAX_RELATED_FILE_BYTES = 20 * 1024 * 1024  # a Markdown, text or PDF file the daemon reads
+MAX_PATH_CHARS = 4_096
 
 
 class BadArguments(ValueError):
@@ -108,6 +120,15 @@ OPS: dict[str, dict[str, Arg]] = {
         "max_chars": Arg("integer", PAGE_CHARS, minimum=1, maximum=MAX_PAGE_CHARS),
     },
     "tags": {"prefix": Arg("string", nullable=True, max_length=MAX_NAME_CHARS)},
+    "related": {
+        # One of the two: the text itself, or a file whose text the daemon reads.
+        "text": Arg("string", nullable=True, max_length=MAX_RELATED_CHARS),
+        "path": Arg("string", nullable=True, max_length=MAX_PATH_CHARS),
+        "truncated": Arg("boolean", False),  # the client cut a longer text to the limit
+        "limit": _limit(20, cli=10, agent=8),
+        "format": Arg("string", "json", choices=("json", "alfred")),
+        **_FILTERS,
+    },
     "recent": {"limit": _limit(10, cli=10, agent=10), **_FILTERS},
     "status": {},
 }

@@ -143,6 +143,76 @@ export async function similar(socket: string, noteId: string, limit = 30): Promi
   return { hits: result.hits ?? [], notices: result.notices ?? [] };
 }
 
+/** The most text `related` reads (MAX_RELATED_CHARS in notewell/wire/requests.py). */
+export const MAX_RELATED_CHARS = 10_000;
+
+/**
+ * The notes nearest in meaning to any text (op `related`): a longer text is cut to
+ * MAX_RELATED_CHARS and the daemon's answer says so (`truncated`). Embedding a long
+ * text takes seconds, not a keystroke's milliseconds: hence the longer wait.
+ */
+export async function related(socket: string, text: string, limit = 30): Promise<Results> {
+  const chars = Array.from(text); // code points, as the daemon counts them
+  const result = (await ask(
+    socket,
+    {
+      op: "related",
+      text: chars.slice(0, MAX_RELATED_CHARS).join(""),
+      truncated: chars.length > MAX_RELATED_CHARS,
+      limit,
+    },
+    30000,
+  )) as Results;
+  return { hits: result.hits ?? [], notices: result.notices ?? [] };
+}
+
+/** A search's filters, as the daemon's `search` and `recent` ops take them. */
+export interface Filters {
+  tags?: string[];
+  source?: string;
+  modified_after?: string;
+  modified_before?: string;
+}
+
+/** A search for an agent (Raycast AI): the same op and filters as notewell's MCP tool. */
+export async function searchFiltered(
+  socket: string,
+  query: string,
+  limit: number,
+  filters: Filters,
+): Promise<Results & { behind?: Behind }> {
+  return results(await ask(socket, { op: "search", query, limit, format: "json", ...filters }, 10000));
+}
+
+/** One page of a note's text (op `note`), as notewell's MCP tool `get_note` reads it. */
+export interface NotePage {
+  note_id: string;
+  title: string;
+  source: string;
+  url: string;
+  path: string | null;
+  tags: string[];
+  modified: number | null;
+  heading: string | null;
+  text: string;
+  offset: number;
+  total_chars: number;
+  next_offset: number | null;
+  headings: string[];
+}
+
+export async function readNote(
+  socket: string,
+  noteId: string,
+  options: { heading?: string; offset?: number; maxChars?: number } = {},
+): Promise<NotePage> {
+  const request: Record<string, unknown> = { op: "note", note_id: noteId };
+  if (options.heading) request.heading = options.heading;
+  if (options.offset !== undefined) request.offset = options.offset;
+  if (options.maxChars !== undefined) request.max_chars = options.maxChars;
+  return (await ask(socket, request, 10000)) as NotePage;
+}
+
 /** `notewell agent start`: through the agent when installed, else a detached daemon. */
 export function startDaemon(command: string[], notewellHomeDir: string): Promise<string> {
   return new Promise((resolvePromise, reject) => {

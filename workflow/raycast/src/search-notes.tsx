@@ -46,7 +46,7 @@ interface State {
 const EMPTY: Results = { hits: [], notices: [] };
 const KIND_ICONS: Record<string, string> = { bear: "bear.png", obsidian: "obsidian.png", markdown: "markdown.png" };
 
-function usePlace() {
+export function usePlace() {
   const prefs = getPreferenceValues<Preferences>();
   const home = (prefs.notewellHome ?? "").trim();
   return { prefs, socket: socketPath({ notewellHome: home }), home: home ? notewellHome({ notewellHome: home }) : "" };
@@ -57,7 +57,7 @@ function usePlace() {
  * dropped, so a slow answer for an old query never replaces a newer one; while the daemon
  * warms up, or rebuilds a damaged index, the request is retried (as Alfred re-runs).
  */
-function useResults(fetch: () => Promise<Results>, key: string): State & { reload: () => void } {
+export function useResults(fetch: () => Promise<Results>, key: string): State & { reload: () => void } {
   const [state, setState] = useState<State>({ results: EMPTY, loading: true });
   const [attempt, setAttempt] = useState(0);
   const latest = useRef(0);
@@ -121,7 +121,7 @@ function SimilarNotes({ hit }: { hit: Hit }) {
   );
 }
 
-function Items({ state, setQuery }: { state: State & { reload: () => void }; setQuery?: (q: string) => void }) {
+export function Items({ state, setQuery }: { state: State & { reload: () => void }; setQuery?: (q: string) => void }) {
   const { error, results } = state;
   if (error instanceof DaemonDown) return <DaemonDownView onStarted={state.reload} />;
   if (error && !(error instanceof DaemonError && error.code === "warming_up")) {

@@ -46,6 +46,7 @@ fi
 #
 # Usage: notewell-query.zsh QUERY...     (or, from Alfred's /bin/zsh: source it with "$1")
 #        notewell-query.zsh --alfred-action ACTION ARG     (the workflow's Run Script objects)
+#        notewell-query.zsh --alfred-related TEXT_OR_FILE  (its related notes Script Filter)
 #
 # Python's own start is 7–8 ms before a line of the client runs; zsh's is under 2 ms, and
 # every Mac has it. This script asks the daemon for the one thing a keystroke needs, a search
@@ -207,5 +208,11 @@ notewell_query() {
 if (( $# > 1 )) && [[ $1 == --alfred-action ]]; then
   shift
   _notewell_run action "$@"
+fi
+# Related notes (the workflow's Universal Action and Hotkey): not a keystroke's search,
+# so always the installation's `notewell alfred related TEXT_OR_FILE`.
+if [[ $1 == --alfred-related ]]; then
+  shift
+  _notewell_run related "$@"
 fi
 notewell_query "$@"

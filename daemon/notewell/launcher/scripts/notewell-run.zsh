@@ -5,6 +5,7 @@
 #   source notewell-run.zsh query QUERY            (the fallback of the workflow's copy)
 #   source notewell-run.zsh action ACTION ARG      (its Run Script objects, through
 #                                                   notewell-query.zsh --alfred-action)
+#   source notewell-run.zsh related TEXT_OR_FILE   (its related notes Script Filter)
 # The home's notewell-command (a JSON list, written by `notewell serve`, `agent install` and
 # `alfred build`) names the installation, so no Python path is baked into the workflow and a
 # Python upgrade that moves the package changes nothing. The command is run, not exec'd: if
@@ -84,7 +85,7 @@ if _notewell_home && _notewell_command $REPLY/notewell-command; then
 fi
 local title="notewell: the installation this workflow runs is missing"
 local subtitle='Run `notewell agent install` in a terminal (reinstall notewell first if its Python was removed)'
-if [[ $what == query ]]; then
+if [[ $what == (query|related) ]]; then
   print -rn -- '{"items":[{"title":"'$title'","subtitle":"'$subtitle'","valid":false,"icon":{"path":"icon.png"}}]}'
 else
   print -ru2 -- "$title: $subtitle"
