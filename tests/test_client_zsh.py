@@ -18,7 +18,7 @@ import msgpack
 import pytest
 from helpers import CLIENT, REPO, SCRIPTS, run_client, subprocess_env
 from notewell import __version__
-from notewell.wire import client, protocol
+from notewell.wire import client, messages, protocol
 
 ZSH_CLIENT = SCRIPTS / "notewell-query.zsh"
 pytestmark = pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
@@ -264,6 +264,8 @@ def test_the_workflow_copy_says_what_to_do_without_a_usable_installation(
     got = run_zsh_file(workflow_copy, env, "q")
     (item,) = json.loads(got.stdout)["items"]
     assert "installation" in item["title"] and "notewell agent install" in item["subtitle"]
+    # The zsh literal is the one writer's output, byte for byte.
+    assert got.stdout == messages.message_feedback(*messages.INSTALLATION_MISSING).encode()
 
 
 def test_sourced_by_a_zsh_that_read_a_hostile_zshenv(short_home, marker, tmp_path):
