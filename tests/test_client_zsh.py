@@ -18,7 +18,7 @@ import msgpack
 import pytest
 from helpers import CLIENT, REPO, SCRIPTS, run_client, subprocess_env
 from notewell import __version__
-from notewell.wire import client, messages, protocol
+from notewell.wire import client, messages, paths, protocol
 
 ZSH_CLIENT = SCRIPTS / "notewell-query.zsh"
 pytestmark = pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
@@ -39,7 +39,9 @@ class FakeDaemon:
     and records what it was sent."""
 
     def __init__(self, path: str, reply: bytes | None) -> None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        for folder in paths.socket_chain(path):  # as a daemon makes them: clients check
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            Path(folder).chmod(0o700)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(path)
         self.sock.listen(8)

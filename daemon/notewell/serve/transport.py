@@ -22,8 +22,6 @@ import os
 import selectors
 import signal
 import socket
-import struct
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +31,7 @@ from typing import Protocol
 import msgpack
 
 from notewell.wire import paths, protocol
+from notewell.wire.client import peer_uid
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +75,7 @@ class Server:
 
     def open(self) -> None:
         """Take the lock and bind the socket."""
-        check_parent(paths.ensure_private_dir(paths.runtime_dir()))
+        check_parent(claim_runtime_dir())
         self._lock_fd = acquire_lock(paths.lock_path())
         self._listener = bind_socket(paths.socket_path())
 
@@ -259,6 +258,26 @@ def _refuse(conn: socket.socket, code: str, message: str) -> None:
         conn.close()
 
 
+def claim_runtime_dir() -> str:
+    """Make this home's socket folder, each folder of its chain (``paths.socket_chain``)
+    this user's and 0700, and return it. A deep home's name under /tmp that another user
+    took first is passed over for the next (``paths.runtime_dir`` chooses the same for
+    the clients), and the log says so."""
+    run_dir = paths.runtime_dir()
+    if run_dir in paths.fallback_dirs():
+        for folder in paths.fallback_dirs():
+            if folder == run_dir:
+                break
+            if paths.held_by_another(folder):
+                log.warning("the socket folder %s: another user may be posing as notewell, "
+                            "so this daemon listens in %s instead; remove that folder (as "
+                            "its owner, or root) to have the first name back",
+                            paths.held_by_another(folder), run_dir)
+    for folder in paths.socket_chain(os.path.join(run_dir, "notewell.sock")):
+        paths.ensure_private_dir(folder)
+    return run_dir
+
+
 def check_parent(path: str) -> None:
     """Refuse a socket directory whose parent another user could rename it in (say a
     ``/tmp/notewell-UID`` made by someone else): they could swap in their own socket."""
@@ -313,20 +332,3 @@ def bind_socket(path: str) -> socket.socket:
     return sock
 
 
-def peer_uid(conn: socket.socket) -> int | None:
-    """The connecting process's uid, from the kernel (SO_PEERCRED / LOCAL_PEERCRED);
-    -1 if the kernel would not say, None where we know no way to ask. Callers accept
-    only their own uid, so both of those are refused."""
-    try:
-        if hasattr(socket, "SO_PEERCRED"):
-            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                    struct.calcsize("3i"))
-            return struct.unpack("3i", creds)[1]
-        if sys.platform == "darwin" or sys.platform.startswith("freebsd"):
-            # struct xucred {u_int cr_version; uid_t cr_uid; short cr_ngroups; ...}
-            sol_local, local_peercred = 0, 0x001
-            creds = conn.getsockopt(sol_local, local_peercred, struct.calcsize("IIh16I"))
-            return struct.unpack_from("II", creds)[1]
-    except OSError:
-        return -1
-    return None

@@ -1,10 +1,12 @@
 """Where notewell keeps its files: one function per path, one environment override.
 
 Everything lives under ``NOTEWELL_HOME`` (config, index, logs); the socket lives in a
-0700 runtime directory. Imported by the per-keystroke client, which runs without ``os``
-(importing it costs 1.2 ms, a sixth of the interpreter's start; bench/keystroke.py): the
-path functions use the built-in ``posix`` module and string joins, and only the
-daemon-side helpers import ``os``.
+0700 runtime directory, which the clients check is this user's alone before they send a
+byte (``check_socket``; a deep home's lives under /tmp, where anyone may make a folder).
+Imported by the per-keystroke client, which runs without ``os`` (importing it costs 1.2
+ms, a sixth of the interpreter's start; bench/keystroke.py): the path functions use the
+built-in ``posix`` module and string joins, and only the daemon-side helpers import
+``os``.
 """
 
 import posix
@@ -100,11 +102,99 @@ def runtime_dir() -> str:
         candidate = _join(xdg, APP) if xdg else _join(home(), "run")
     if len(_join(candidate, "notewell.sock").encode()) <= MAX_SOCKET_PATH:
         return candidate
-    # A home too deep for sun_path: a short per-user, per-home directory under /tmp.
+    return _fallback_dir()
+
+
+# A home too deep for sun_path: a short per-user, per-home directory under /tmp (not
+# $TMPDIR: macOS's is itself deep), /tmp/notewell-UID/HASH. Anyone may create names in
+# /tmp, so another user can take that name first; the first of these names that this user
+# holds, else the first nobody took, is this home's, for the daemon and its clients alike.
+SHORT_TMP = "/tmp"
+FALLBACK_NAMES = 8  # notewell-UID, notewell-UID-2, ... notewell-UID-8
+
+
+def fallback_dirs() -> list[str]:
+    """Every name the deep home's socket folder may take, in order."""
     import hashlib
 
     digest = hashlib.sha256(home().encode()).hexdigest()[:12]
-    return _join("/tmp", f"{APP}-{posix.getuid()}", digest)
+    root = _join(SHORT_TMP, f"{APP}-{posix.getuid()}")
+    return [_join(root + (f"-{n}" if n > 1 else ""), digest)
+            for n in range(1, FALLBACK_NAMES + 1)]
+
+
+def _fallback_dir() -> str:
+    candidates = fallback_dirs()
+    free = None
+    for folder in candidates:
+        held = held_by_another(folder)
+        if held is None:
+            return folder  # ours already
+        if held == "" and free is None:
+            free = folder
+    return free or candidates[0]  # all taken: the clients' checks say so
+
+
+def held_by_another(folder: str) -> str | None:
+    """Of a fallback socket folder (``/tmp/notewell-UID[-N]/HASH``): None when this user
+    holds it and its parent, "" when either is missing (free to make), else what is wrong
+    ("/tmp/notewell-0 is owned by uid 1001"). Modes are not looked at: the daemon narrows
+    its own folders, and the clients refuse wide ones (``check_socket``)."""
+    for path in (folder.rpartition("/")[0], folder):
+        try:
+            problem = folder_problem(path, modes=False)
+        except FileNotFoundError:
+            return ""
+        except OSError as e:
+            return f"{path} cannot be read ({e.strerror})"
+        if problem:
+            return f"{path} {problem}"
+    return None
+
+
+class NotYours(PermissionError):
+    """A socket another user could have made or could answer: the client refuses it,
+    sends nothing, and says so (``wire.client``, ``agents.relay``)."""
+
+
+def folder_problem(path: str, *, modes: bool = True) -> str | None:
+    """What stops folder ``path`` from holding notewell's socket ("is owned by uid 1001"),
+    or None: it must be a real folder (not a link), this user's, and (``modes``) closed to
+    everyone else (0700). ``FileNotFoundError`` when it is missing."""
+    st = posix.lstat(path)
+    kind = st.st_mode & 0o170000
+    if kind == 0o120000:
+        return "is a symbolic link"
+    if kind != 0o040000:
+        return "is not a folder"
+    if st.st_uid != posix.getuid():
+        return f"is owned by uid {st.st_uid}"
+    if modes and st.st_mode & 0o077:
+        return f"is open to other users (mode {st.st_mode & 0o777:04o})"
+    return None
+
+
+def socket_chain(sock: str) -> list[str]:
+    """The folders that must be this user's alone for socket ``sock`` to be trusted, top
+    first: its folder, and for a deep home's (``/tmp/notewell-UID[-N]/HASH``) the folder
+    above it too. notewell-query.zsh checks the same."""
+    folder = sock.rpartition("/")[0] or "/"
+    chain = [folder]
+    prefix = _join(SHORT_TMP, APP + "-")
+    while folder.startswith(prefix) and "/" in folder[len(prefix):]:
+        folder = folder.rpartition("/")[0]
+        chain.append(folder)
+    return chain[::-1]
+
+
+def check_socket(sock: str) -> None:
+    """Refuse (``NotYours``) a socket in a folder another user made, owns or may enter:
+    they could listen there and answer as notewell. ``FileNotFoundError`` when a folder is
+    missing (no daemon made it)."""
+    for folder in socket_chain(sock):
+        problem = folder_problem(folder)
+        if problem:
+            raise NotYours(f"the socket folder {folder} is not yours: it {problem}")
 
 
 def socket_path() -> str:
