@@ -111,7 +111,7 @@ class Daemon:
         self.server.open()
         exclude_caches()  # from Time Machine's hourly backups (macOS; best effort)
         try:
-            paths.record_socket()  # where the zsh client finds this socket
+            paths.record_socket(self.server.socket_path)  # where the zsh client finds it
         except OSError as e:
             log.warning("could not write %s (%s): Alfred's zsh client falls back to Python "
                         "until it can", paths.socket_record(), e)
@@ -132,8 +132,8 @@ class Daemon:
 
     def serve_forever(self) -> bool:
         """Accept until stopped; returns ``shutdown()``'s verdict."""
-        log.info("notewell %s listening on %s (pid %d)", __version__, paths.socket_path(),
-                 os.getpid())
+        log.info("notewell %s listening on %s (pid %d)", __version__,
+                 self.server.socket_path, os.getpid())
         self.server.serve_forever()
         return self.shutdown()
 

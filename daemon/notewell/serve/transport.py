@@ -67,6 +67,7 @@ class Server:
         self.stop_event = stop_event
         self._listener: socket.socket | None = None
         self._lock_fd: int | None = None
+        self.socket_path = paths.socket_path()  # where ``open`` bound it, once it has
         self._connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
         # Written to by ``wake`` (signal-safe) to wake the accept loop at once: shutting a
         # listening AF_UNIX socket down does not wake a waiting poll on Linux.
@@ -75,9 +76,11 @@ class Server:
 
     def open(self) -> None:
         """Take the lock and bind the socket."""
-        check_parent(claim_runtime_dir())
-        self._lock_fd = acquire_lock(paths.lock_path())
-        self._listener = bind_socket(paths.socket_path())
+        run_dir = claim_runtime_dir()
+        check_parent(run_dir)
+        self._lock_fd = acquire_lock(os.path.join(run_dir, "daemon.lock"))
+        self.socket_path = os.path.join(run_dir, "notewell.sock")
+        self._listener = bind_socket(self.socket_path)
 
     def serve_forever(self) -> None:
         """Accept until ``stop_event`` is set."""
@@ -131,7 +134,7 @@ class Server:
                 self._listener.close()
             self._listener = None
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(paths.socket_path())
+                os.unlink(self.socket_path)
 
     def release_lock(self) -> None:
         if self._lock_fd is not None:
@@ -264,14 +267,22 @@ def claim_runtime_dir() -> str:
     took first is passed over for the next (``paths.runtime_dir`` chooses the same for
     the clients), and the log says so."""
     run_dir = paths.runtime_dir()
-    if run_dir in paths.fallback_dirs():
-        for folder in paths.fallback_dirs():
+    names = paths.fallback_dirs()
+    if run_dir in names and paths.held_by_another(run_dir):  # every name taken
+        import tempfile
+
+        root = tempfile.mkdtemp(prefix=os.path.basename(os.path.dirname(names[0])) + "-",
+                                dir=paths.SHORT_TMP)
+        run_dir = os.path.join(root, os.path.basename(names[0]))
+        names.append(run_dir)  # clients find it through the record (``record_socket``)
+    if run_dir in names:
+        for folder in names:
             if folder == run_dir:
                 break
             if paths.held_by_another(folder):
-                log.warning("the socket folder %s: another user may be posing as notewell, "
-                            "so this daemon listens in %s instead; remove that folder (as "
-                            "its owner, or root) to have the first name back",
+                log.warning("the socket folder %s (another user may be posing as "
+                            "notewell), so this daemon listens in %s instead; remove that "
+                            "folder (as its owner, or root) to have the first name back",
                             paths.held_by_another(folder), run_dir)
     for folder in paths.socket_chain(os.path.join(run_dir, "notewell.sock")):
         paths.ensure_private_dir(folder)

@@ -132,14 +132,37 @@ def _fallback_dir() -> str:
             return folder  # ours already
         if held == "" and free is None:
             free = folder
-    return free or candidates[0]  # all taken: the clients' checks say so
+    # Every name taken: the daemon made one no one can guess (``mkdtemp``, in
+    # ``serve.transport.claim_runtime_dir``) and recorded its socket; else the first name,
+    # which the clients refuse in words.
+    return free or _recorded_dir(candidates[0]) or candidates[0]
+
+
+def _recorded_dir(first: str) -> str | None:
+    """The folder of the socket the daemon recorded, when it is a deep home's made by
+    ``mkdtemp`` (``/tmp/notewell-UID-XXXXXXXX/HASH``) and this user's."""
+    try:
+        fd = posix.open(socket_record(), posix.O_RDONLY)
+        try:
+            data = posix.read(fd, 4096)
+        finally:
+            posix.close(fd)
+    except OSError:
+        return None
+    folder = data.decode("utf-8", "surrogateescape").rpartition("/")[0]
+    root, _, digest = folder.rpartition("/")
+    if (root.startswith(first.rpartition("/")[0] + "-") and "/" not in root[len(SHORT_TMP) + 1:]
+            and digest == first.rpartition("/")[2] and held_by_another(folder) is None):
+        return folder
+    return None
 
 
 def held_by_another(folder: str) -> str | None:
     """Of a fallback socket folder (``/tmp/notewell-UID[-N]/HASH``): None when this user
     holds it and its parent, "" when either is missing (free to make), else what is wrong
-    ("/tmp/notewell-0 is owned by uid 1001"). Modes are not looked at: the daemon narrows
-    its own folders, and the clients refuse wide ones (``check_socket``)."""
+    ("/tmp/notewell-0 is not yours: it is owned by uid 1001"). Modes are not looked at:
+    the daemon narrows its own folders, and the clients refuse wide ones
+    (``check_socket``)."""
     for path in (folder.rpartition("/")[0], folder):
         try:
             problem = folder_problem(path, modes=False)
@@ -158,17 +181,17 @@ class NotYours(PermissionError):
 
 
 def folder_problem(path: str, *, modes: bool = True) -> str | None:
-    """What stops folder ``path`` from holding notewell's socket ("is owned by uid 1001"),
-    or None: it must be a real folder (not a link), this user's, and (``modes``) closed to
-    everyone else (0700). ``FileNotFoundError`` when it is missing."""
+    """What stops folder ``path`` from holding notewell's socket ("is not yours: it is
+    owned by uid 1001"), or None: it must be a real folder (not a link), this user's, and
+    (``modes``) closed to everyone else (0700). ``FileNotFoundError`` when it is missing."""
     st = posix.lstat(path)
     kind = st.st_mode & 0o170000
     if kind == 0o120000:
-        return "is a symbolic link"
+        return "is not yours: it is a symbolic link"
     if kind != 0o040000:
-        return "is not a folder"
+        return "is not yours: it is not a folder"
     if st.st_uid != posix.getuid():
-        return f"is owned by uid {st.st_uid}"
+        return f"is not yours: it is owned by uid {st.st_uid}"
     if modes and st.st_mode & 0o077:
         return f"is open to other users (mode {st.st_mode & 0o777:04o})"
     return None
@@ -194,7 +217,7 @@ def check_socket(sock: str) -> None:
     for folder in socket_chain(sock):
         problem = folder_problem(folder)
         if problem:
-            raise NotYours(f"the socket folder {folder} is not yours: it {problem}")
+            raise NotYours(f"the socket folder {folder} {problem}")
 
 
 def socket_path() -> str:
@@ -219,9 +242,10 @@ def socket_record() -> str:
     return _join(home(), "notewell-socket")
 
 
-def record_socket() -> None:
-    """Write ``socket_path()`` to ``socket_record()`` (the daemon, once it listens)."""
-    write_atomic(socket_record(), socket_path().encode("utf-8", "surrogateescape"))
+def record_socket(path: str | None = None) -> None:
+    """Write ``path`` (default ``socket_path()``) to ``socket_record()`` (the daemon, once
+    it listens)."""
+    write_atomic(socket_record(), (path or socket_path()).encode("utf-8", "surrogateescape"))
 
 
 def mcp_marker() -> str:
