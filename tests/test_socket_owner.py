@@ -156,6 +156,7 @@ def test_a_folder_open_to_others_is_refused_in_words(short_tmp, deep_home):
     os.makedirs(names[0], mode=0o700)
     os.chmod(os.path.dirname(names[0]), 0o700)
     os.chmod(names[0], 0o755)
+    open(os.path.join(names[0], "notewell.sock"), "w").close()  # whoever made it
     (item,) = json.loads(client.alfred_output("q"))["items"]
     assert item["title"] == (f"notewell: the socket folder {names[0]} is open to other "
                              "users (mode 0755)")

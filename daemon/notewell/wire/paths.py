@@ -213,7 +213,8 @@ def socket_chain(sock: str) -> list[str]:
 def check_socket(sock: str) -> None:
     """Refuse (``NotYours``) a socket in a folder another user made, owns or may enter:
     they could listen there and answer as notewell. ``FileNotFoundError`` when a folder is
-    missing (no daemon made it)."""
+    missing (no daemon made it), or the socket is (none listens: "not running")."""
+    posix.lstat(sock)
     for folder in socket_chain(sock):
         problem = folder_problem(folder)
         if problem:
