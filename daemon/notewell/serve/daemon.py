@@ -109,6 +109,8 @@ class Daemon:
     def start(self) -> None:
         """Take the lock, bind the socket, and start loading the engine in the background."""
         self.server.open()
+        for path in paths.narrow_modes():  # the home and logs: nobody else reads them
+            log.info("narrowed %s to this user alone", path)
         exclude_caches()  # from Time Machine's hourly backups (macOS; best effort)
         try:
             paths.record_socket(self.server.socket_path)  # where the zsh client finds it

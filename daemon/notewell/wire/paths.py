@@ -283,10 +283,16 @@ def restart_marker() -> str:
 
 
 def write_atomic(path: str, data: bytes) -> None:
-    """Write ``path`` (and its folder) so a reader sees the old file or the new one whole."""
+    """Write ``path`` (and its folder) so a reader sees the old file or the new one whole.
+    A folder made in the home is made 0700, as the home itself."""
     import os
 
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    folder = os.path.dirname(path)
+    top = home()
+    if folder == top or folder.startswith(top + "/"):
+        ensure_private_dir(folder)
+    else:
+        os.makedirs(folder, exist_ok=True)
     # A temporary name of this writer's own: two processes writing the same file (a
     # daemon and a command building the model rewrite at once) never share one.
     tmp = f"{path}.{os.getpid()}.tmp"
@@ -310,3 +316,25 @@ def ensure_private_dir(path: str) -> str:
     if st.st_mode & 0o077:
         os.chmod(path, 0o700)
     return path
+
+
+def narrow_modes() -> list[str]:
+    """Make the home and the log folder 0700 and the daemon's logs 0600 where they are
+    wider and this user's (made by an older notewell, or by launchd with its umask): with
+    ``debug_log`` the log holds queries. The daemon runs it at start; returns what it
+    narrowed."""
+    import os
+
+    narrowed = []
+    logs = log_dir()
+    for path, mode in ((home(), 0o700), (logs, 0o700),
+                       (_join(logs, "daemon.log"), 0o600),
+                       (_join(logs, "daemon.out.log"), 0o600)):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if st.st_uid == os.getuid() and st.st_mode & 0o777 & ~mode:
+            os.chmod(path, mode)
+            narrowed.append(path)
+    return narrowed
