@@ -341,5 +341,3 @@ def bind_socket(path: str) -> socket.socket:
     os.chmod(path, 0o600)
     sock.listen(1024)  # the kernel caps it (Linux somaxconn 4096, macOS 128)
     return sock
-
-

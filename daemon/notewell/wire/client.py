@@ -4,9 +4,10 @@ Runs once per keystroke, so it imports only what the interpreter has already loa
 ``_socket`` (``socket`` pulls in ``enum`` and ``selectors``: several milliseconds) and
 notewell's import-free ``paths`` and ``protocol``; not even ``os`` (1.2 ms) or
 ``__future__``. The daemon sends Alfred JSON ready to print, and remembers the query for
-the stale-Enter guard. Any failure becomes one Alfred item (``messages.message_feedback``,
-imported only then) that says what happened and what to do; never a traceback, never a
-blank list.
+the stale-Enter guard. It sends nothing to a socket another user could answer on
+(``connect``: the folders, then the kernel's word on who listens). Any failure becomes one
+Alfred item (``messages.message_feedback``, imported only then) that says what happened
+and what to do; never a traceback, never a blank list.
 """
 
 import sys
