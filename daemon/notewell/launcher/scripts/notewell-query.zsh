@@ -80,7 +80,7 @@ fi
 # The socket: the daemon writes the path it listens on to notewell-socket in its home
 # (notewell.wire.paths.record_socket; a short path under /tmp when the home is too deep for
 # a socket address, which zsh could not work out without Python's hash). Its folders must
-# be this user's alone (_notewell_private), or Python takes over and says why.
+# be this user's alone (checked in notewell_query), or Python takes over and says why.
 #
 # The fallback: run on its own, the package's copy runs its Python client (NOTEWELL_PYTHON
 # and NOTEWELL_CLIENT, default: the checkout's .venv, else the virtualenv this package is
@@ -115,24 +115,6 @@ _notewell_socket() {
   [[ -r $record ]] || return 1
   REPLY=$(<$record)
   [[ $REPLY == /* ]]
-}
-
-# Whether the socket $1 may be trusted: its folder, and a deep home's folder above it
-# (/tmp/notewell-UID[-N]/HASH, where anyone may make a folder first), each a real folder
-# (not a link) of this user's with mode 0700, as notewell.wire.paths.socket_chain. zsh
-# cannot ask the kernel who answers on a socket, so anything else goes to Python, which
-# checks that too and says what is wrong.
-_notewell_private() {
-  emulate -L zsh
-  setopt extended_glob
-  local folder=${1:h}
-  local -a mine
-  while :; do
-    mine=( $folder(#qN/Uf700) )
-    (( ${#mine} )) || return 1
-    [[ $folder == /tmp/notewell-*/* ]] || return 0
-    folder=${folder:h}
-  done
 }
 
 # The workflow's copy falls back to, and its actions run, the installation the home
@@ -184,7 +166,18 @@ notewell_query() {
   (( ${#query} < 60000 )) || _notewell_fallback "$@"
   _notewell_socket || _notewell_fallback "$@"
   local sock=$REPLY
-  _notewell_private $sock || _notewell_fallback "$@"
+  # Its folder, and a deep home's folder above it (/tmp/notewell-UID[-N]/HASH, where anyone
+  # may make a folder first), each a real folder (not a link) of this user's with mode
+  # 0700, as notewell.wire.paths.socket_chain. zsh cannot ask the kernel who answers on a
+  # socket, so anything else goes to Python, which checks that too and says what is wrong.
+  local folder=${sock:h}
+  local -a mine
+  while :; do
+    mine=( $folder(#qN/Uf700) )
+    (( ${#mine} )) || _notewell_fallback "$@"
+    [[ $folder == /tmp/notewell-*/* ]] || break
+    folder=${folder:h}
+  done
   zsocket $sock 2>/dev/null || _notewell_fallback "$@"
   fd=$REPLY
   local header
