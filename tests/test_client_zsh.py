@@ -18,7 +18,7 @@ import msgpack
 import pytest
 from helpers import CLIENT, REPO, SCRIPTS, run_client, subprocess_env
 from notewell import __version__
-from notewell.wire import client, protocol
+from notewell.wire import client, messages, paths, protocol
 
 ZSH_CLIENT = SCRIPTS / "notewell-query.zsh"
 pytestmark = pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
@@ -39,7 +39,9 @@ class FakeDaemon:
     and records what it was sent."""
 
     def __init__(self, path: str, reply: bytes | None) -> None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        for folder in paths.socket_chain(path):  # as a daemon makes them: clients check
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            Path(folder).chmod(0o700)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(path)
         self.sock.listen(8)
@@ -264,6 +266,8 @@ def test_the_workflow_copy_says_what_to_do_without_a_usable_installation(
     got = run_zsh_file(workflow_copy, env, "q")
     (item,) = json.loads(got.stdout)["items"]
     assert "installation" in item["title"] and "notewell agent install" in item["subtitle"]
+    # The zsh literal is the one writer's output, byte for byte.
+    assert got.stdout == messages.message_feedback(*messages.INSTALLATION_MISSING).encode()
 
 
 def test_sourced_by_a_zsh_that_read_a_hostile_zshenv(short_home, marker, tmp_path):
@@ -338,3 +342,43 @@ def test_default_fallback_of_an_installed_package_is_its_virtualenvs_python(tmp_
 def run_zsh_file(path: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["zsh", "-f", str(path), *args], capture_output=True, env=env,
                           timeout=10, check=False)
+
+
+# -- the contract with the daemon: the reply's first bytes ------------------------------------
+
+
+def test_the_daemons_own_reply_is_what_the_zsh_client_takes(daemon, home, marker):
+    """The zsh client recognises an answer by its exact first bytes (``{"ok": true,
+    "result": {"alfred": ...}}`` as msgpack). The daemon's real frame for a keystroke,
+    replayed to it, is printed as is; a daemon whose reply gains a key (or loses one)
+    without the zsh client changing sends every keystroke to Python, and fails here."""
+    sock = client.connect(paths.socket_path(), 5)
+    try:
+        sock.sendall(protocol.frame(protocol.packb(client.search_request("banana"))))
+        body = protocol.read_frame(sock, protocol.MAX_REPLY_BYTES)
+    finally:
+        sock.close()
+    reply = msgpack.unpackb(body)
+    alfred = reply["result"]["alfred"]
+    assert "Banana bread" in alfred
+    shapes = {
+        "as sent": (body, True),
+        "a key more": (msgpack.packb({**reply, "took_ms": 3}), False),
+        "a result key more": (msgpack.packb({"ok": True, "result": {
+            "alfred": alfred, "hits": []}}), False),
+        "keys reordered": (msgpack.packb({"result": reply["result"], "ok": True}), False),
+    }
+    with tempfile.TemporaryDirectory(prefix="nwz-", dir="/tmp") as d:
+        replay_home = Path(d)
+        env = {"NOTEWELL_HOME": d, "NOTEWELL_PYTHON": str(marker)}
+        for name, (frame_body, taken) in shapes.items():
+            fake = fake_daemon(replay_home, protocol.frame(frame_body))
+            try:
+                got = run_zsh(env, "banana")
+            finally:
+                fake.close()
+                (replay_home / "run" / "notewell.sock").unlink()
+            if taken:
+                assert got.stdout == alfred.encode(), name
+            else:
+                assert fell_back(got, "banana"), name

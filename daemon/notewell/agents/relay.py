@@ -1,13 +1,15 @@
 """``notewell mcp``: the stdio relay an agent's client starts, as thin as the launcher's.
 
-It connects to the daemon's socket (starting the daemon once when nothing answers, as
-Alfred's "start" item does), asks it to switch the connection to MCP with one msgpack
-request ``{op: "mcp"}``, and then copies bytes both ways: MCP's stdio transport is
-newline-delimited JSON-RPC, and after the switch the socket carries exactly that, so the
-relay never parses a message. The daemon hosts the session with the official SDK
-(``agents.session``). When the daemon cannot be reached, the relay answers every request
-itself with a JSON-RPC error saying what to run (an ``initialize`` error, so the client
-shows it), and stdout never carries anything but protocol messages.
+It connects to the daemon's socket once it knows the socket is this user's (its folders
+this user's alone, the daemon's uid from the kernel: ``wire.client.connect``), starting
+the daemon once when nothing answers, as Alfred's "start" item does; asks it to switch
+the connection to MCP with one msgpack request ``{op: "mcp"}``, and then copies bytes
+both ways: MCP's stdio transport is newline-delimited JSON-RPC, and after the switch the
+socket carries exactly that, so the relay never parses a message. The daemon hosts the
+session with the official SDK (``agents.session``). When the daemon cannot be reached (or
+its socket is refused), the relay answers every request itself with a JSON-RPC error
+saying what to run (an ``initialize`` error, so the client shows it), and stdout never
+carries anything but protocol messages.
 
 Imports only ``wire`` and the standard library on its normal path (no SDK, pydantic,
 numpy: ``tests/test_mcp.py`` checks); ``ops.agent`` only to start the daemon.
@@ -68,6 +70,10 @@ def connect(start: bool, wait: float, sleep=time.sleep, monotonic=time.monotonic
                                f"({type(e).__name__}: {e}); {START_HINT}") from None
         except _Restarting:
             pass  # a daemon restarting after an upgrade: its successor comes up shortly
+        except paths.NotYours as e:  # nothing was sent: the agent's words stay private
+            raise Down(f"refused to connect: {e}; another user may be posing as notewell. "
+                       "`notewell agent restart` moves the daemon to a folder of your own"
+                       ) from None
         except (OSError, protocol.ProtocolError) as e:
             raise Down(f"notewell's daemon could not be reached ({e}); {START_HINT}"
                        ) from None
@@ -86,14 +92,10 @@ class _Restarting(Exception):
 
 def _switch():
     """Connect and ask for MCP; the connected socket, or an exception."""
-    import _socket
-
     from notewell.wire import client
 
-    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    sock = client.connect(paths.socket_path(), CONNECT_TIMEOUT)  # checks whose it is
     try:
-        sock.settimeout(CONNECT_TIMEOUT)
-        client._connect(sock, paths.socket_path(), CONNECT_TIMEOUT)
         sock.sendall(protocol.frame(protocol.packb(
             protocol.request("mcp", notewell=__version__))))
         sock.settimeout(SWITCH_TIMEOUT)

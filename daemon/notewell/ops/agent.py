@@ -169,7 +169,7 @@ class Launchd:
         return os.path.join(self.user_home, "Library", "Logs", "notewell")
 
     def install(self, prog: list[str], env: dict[str, str]) -> str:
-        os.makedirs(self.log_dir(), exist_ok=True)
+        paths.ensure_private_dir(self.log_dir())  # launchd writes daemon.log there
         paths.write_atomic(self.unit_path, self.render(prog, env))
         if self._launchctl("print", self.target, check=False).returncode == 0:
             self._launchctl("bootout", self.target, check=False)
@@ -334,8 +334,22 @@ def restart(platform: str | None = None, run: Runner = subprocess.run) -> str:
     return manager(platform, run).restart()
 
 
-def stop(platform: str | None = None, run: Runner = subprocess.run) -> str:
-    return manager(platform, run).stop()
+def stop(platform: str | None = None, run: Runner = subprocess.run,
+         stop_running: Callable[[], int | None] = running.stop) -> str:
+    """Stop the daemon the way ``start`` started it: through the agent when it is
+    installed, else the daemon serving this home, found by its lock (``start`` spawned it
+    detached, or it runs in a terminal), with no service manager involved: on Linux
+    without a systemd user bus, ``systemctl --user`` could not stop it."""
+    mgr = manager(platform, run)
+    if os.path.exists(mgr.unit_path):
+        return mgr.stop()
+    try:
+        pid = stop_running()
+    except running.StillRunning as e:
+        raise AgentError(str(e)) from None
+    if pid is None:
+        return f"no notewell daemon is serving {paths.home()}"
+    return f"stopped the daemon serving {paths.home()} (pid {pid or '?'})"
 
 
 def start(platform: str | None = None, run: Runner = subprocess.run,
@@ -346,10 +360,10 @@ def start(platform: str | None = None, run: Runner = subprocess.run,
     if os.path.exists(mgr.unit_path):
         return mgr.start()
     prog = program()
-    log_dir = paths.log_dir()
-    os.makedirs(log_dir, exist_ok=True)
+    log_dir = paths.ensure_private_dir(paths.log_dir())
     log_path = os.path.join(log_dir, "daemon.log")
-    with open(log_path, "ab") as log:
+    # 0600: with ``debug_log`` the log holds queries.
+    with open(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log:
         spawn(prog, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
               start_new_session=True, env=dict(os.environ))
     return (f"started `{' '.join(prog)}` in the background (log: {log_path}); "

@@ -82,7 +82,7 @@ def run_demo(queries: list[str] | None = None) -> int:
     print(f"index: {status['notes']} notes, {status['chunks']} chunks, model {status['model']}")
 
     log_path = os.path.join(paths.home(), "demo-daemon.log")
-    with open(log_path, "ab") as log:
+    with open(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log:
         daemon = subprocess.Popen([sys.executable, "-m", "notewell", "serve"],
                                   stdout=log, stderr=log, stdin=subprocess.DEVNULL)
     try:

@@ -110,9 +110,11 @@ class Daemon:
     def start(self) -> None:
         """Take the lock, bind the socket, and start loading the engine in the background."""
         self.server.open()
+        for path in paths.narrow_modes():  # the home and logs: nobody else reads them
+            log.info("narrowed %s to this user alone", path)
         exclude_caches()  # from Time Machine's hourly backups (macOS; best effort)
         try:
-            paths.record_socket()  # where the zsh client finds this socket
+            paths.record_socket(self.server.socket_path)  # where the zsh client finds it
         except OSError as e:
             log.warning("could not write %s (%s): Alfred's zsh client falls back to Python "
                         "until it can", paths.socket_record(), e)
@@ -133,8 +135,8 @@ class Daemon:
 
     def serve_forever(self) -> bool:
         """Accept until stopped; returns ``shutdown()``'s verdict."""
-        log.info("notewell %s listening on %s (pid %d)", __version__, paths.socket_path(),
-                 os.getpid())
+        log.info("notewell %s listening on %s (pid %d)", __version__,
+                 self.server.socket_path, os.getpid())
         self.server.serve_forever()
         return self.shutdown()
 

@@ -22,8 +22,6 @@ import os
 import selectors
 import signal
 import socket
-import struct
-import sys
 import threading
 from collections.abc import Callable
 from functools import partial
@@ -33,6 +31,7 @@ import msgpack
 
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.wire import paths, protocol
+from notewell.wire.client import peer_uid
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +69,7 @@ class Server:
         self.stop_event = stop_event
         self._listener: socket.socket | None = None
         self._lock_fd: int | None = None
+        self.socket_path = paths.socket_path()  # where ``open`` bound it, once it has
         self._connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
         # Written to by ``wake`` (signal-safe) to wake the accept loop at once: shutting a
         # listening AF_UNIX socket down does not wake a waiting poll on Linux.
@@ -78,9 +78,11 @@ class Server:
 
     def open(self) -> None:
         """Take the lock and bind the socket."""
-        check_parent(paths.ensure_private_dir(paths.runtime_dir()))
-        self._lock_fd = acquire_lock(paths.lock_path())
-        self._listener = bind_socket(paths.socket_path())
+        run_dir = claim_runtime_dir()
+        check_parent(run_dir)
+        self._lock_fd = acquire_lock(os.path.join(run_dir, "daemon.lock"))
+        self.socket_path = os.path.join(run_dir, "notewell.sock")
+        self._listener = bind_socket(self.socket_path)
 
     def serve_forever(self) -> None:
         """Accept until ``stop_event`` is set."""
@@ -134,7 +136,7 @@ class Server:
                 self._listener.close()
             self._listener = None
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(paths.socket_path())
+                os.unlink(self.socket_path)
 
     def release_lock(self) -> None:
         if self._lock_fd is not None:
@@ -265,6 +267,34 @@ def _refuse(conn: socket.socket, code: str, message: str) -> None:
         conn.close()
 
 
+def claim_runtime_dir() -> str:
+    """Make this home's socket folder, each folder of its chain (``paths.socket_chain``)
+    this user's and 0700, and return it. A deep home's name under /tmp that another user
+    took first is passed over for the next (``paths.runtime_dir`` chooses the same for
+    the clients), and the log says so."""
+    run_dir = paths.runtime_dir()
+    names = paths.fallback_dirs()
+    if run_dir in names and paths.held_by_another(run_dir):  # every name taken
+        import tempfile
+
+        root = tempfile.mkdtemp(prefix=os.path.basename(os.path.dirname(names[0])) + "-",
+                                dir=paths.SHORT_TMP)
+        run_dir = os.path.join(root, os.path.basename(names[0]))
+        names.append(run_dir)  # clients find it through the record (``record_socket``)
+    if run_dir in names:
+        for folder in names:
+            if folder == run_dir:
+                break
+            if paths.held_by_another(folder):
+                log.warning("the socket folder %s (another user may be posing as "
+                            "notewell), so this daemon listens in %s instead; remove that "
+                            "folder (as its owner, or root) to have the first name back",
+                            paths.held_by_another(folder), run_dir)
+    for folder in paths.socket_chain(os.path.join(run_dir, "notewell.sock")):
+        paths.ensure_private_dir(folder)
+    return run_dir
+
+
 def check_parent(path: str) -> None:
     """Refuse a socket directory whose parent another user could rename it in (say a
     ``/tmp/notewell-UID`` made by someone else): they could swap in their own socket."""
@@ -317,22 +347,3 @@ def bind_socket(path: str) -> socket.socket:
     os.chmod(path, 0o600)
     sock.listen(1024)  # the kernel caps it (Linux somaxconn 4096, macOS 128)
     return sock
-
-
-def peer_uid(conn: socket.socket) -> int | None:
-    """The connecting process's uid, from the kernel (SO_PEERCRED / LOCAL_PEERCRED);
-    -1 if the kernel would not say, None where we know no way to ask. Callers accept
-    only their own uid, so both of those are refused."""
-    try:
-        if hasattr(socket, "SO_PEERCRED"):
-            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                    struct.calcsize("3i"))
-            return struct.unpack("3i", creds)[1]
-        if sys.platform == "darwin" or sys.platform.startswith("freebsd"):
-            # struct xucred {u_int cr_version; uid_t cr_uid; short cr_ngroups; ...}
-            sol_local, local_peercred = 0, 0x001
-            creds = conn.getsockopt(sol_local, local_peercred, struct.calcsize("IIh16I"))
-            return struct.unpack_from("II", creds)[1]
-    except OSError:
-        return -1
-    return None

@@ -4,9 +4,10 @@ Runs once per keystroke, so it imports only what the interpreter has already loa
 ``_socket`` (``socket`` pulls in ``enum`` and ``selectors``: several milliseconds) and
 notewell's import-free ``paths`` and ``protocol``; not even ``os`` (1.2 ms) or
 ``__future__``. The daemon sends Alfred JSON ready to print, and remembers the query for
-the stale-Enter guard. Any failure becomes one Alfred item (``messages.message_feedback``,
-imported only then) that says what happened and what to do; never a traceback, never a
-blank list.
+the stale-Enter guard. It sends nothing to a socket another user could answer on
+(``connect``: the folders, then the kernel's word on who listens). Any failure becomes one
+Alfred item (``messages.message_feedback``, imported only then) that says what happened
+and what to do; never a traceback, never a blank list.
 """
 
 import sys
@@ -25,12 +26,8 @@ def ask(request: dict, timeout: float = TIMEOUT, socket_path: str | None = None,
     Raises ``OSError`` if the daemon is not there. With ``on_progress`` (long work the
     daemon does while we wait: ``index``), each progress frame's event goes to it and the
     reply may take as long as the work: only connecting and sending have ``timeout``."""
-    import _socket
-
-    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    sock = connect(socket_path or paths.socket_path(), timeout)
     try:
-        sock.settimeout(timeout)
-        _connect(sock, socket_path or paths.socket_path(), timeout)
         sock.sendall(protocol.frame(protocol.packb(request)))
         if on_progress is not None:
             sock.settimeout(None)  # the daemon closing the connection ends the wait
@@ -43,6 +40,54 @@ def ask(request: dict, timeout: float = TIMEOUT, socket_path: str | None = None,
             on_progress(reply["progress"])
     finally:
         sock.close()
+
+
+def connect(path: str, timeout: float):
+    """A socket connected to the daemon at ``path``, once it is known to be this user's:
+    its folders are this user's alone (``paths.check_socket``) and, where the kernel says,
+    the process answering runs as this user. ``paths.NotYours`` otherwise, before a byte
+    is sent: another user could have made that folder first and listen in it."""
+    import _socket
+
+    paths.check_socket(path)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        _connect(sock, path, timeout)
+        uid = peer_uid(sock)
+        if uid is not None and uid != _my_uid():
+            raise paths.NotYours(f"the daemon on {path} runs as "
+                                 + (f"uid {uid}" if uid >= 0 else "a user the kernel "
+                                    "would not name") + ", not as you")
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _my_uid() -> int:
+    import posix
+
+    return posix.getuid()
+
+
+def peer_uid(sock) -> int | None:
+    """The uid of the process at the other end of a connected Unix socket, from the kernel
+    (Linux SO_PEERCRED, macOS and FreeBSD LOCAL_PEERCRED); -1 if the kernel would not say,
+    None where we know no way to ask. The uid sits 4 bytes in, in both structures
+    (``struct ucred {pid, uid, gid}``, ``struct xucred {version, uid, ...}``)."""
+    import _socket
+
+    try:
+        if hasattr(_socket, "SO_PEERCRED"):
+            creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+        elif sys.platform == "darwin" or sys.platform.startswith("freebsd"):
+            creds = sock.getsockopt(0, 0x001, 76)  # SOL_LOCAL, LOCAL_PEERCRED, xucred
+        else:
+            return None
+    except OSError:
+        return -1
+    return int.from_bytes(creds[4:8], sys.byteorder)
 
 
 def _connect(sock, path: str, timeout: float) -> None:
@@ -78,13 +123,18 @@ def alfred_output(query: str) -> str:
     try:
         reply = ask(search_request(query))
     except (OSError, protocol.ProtocolError) as e:
-        if _restarting():  # no socket, or one closing under us: a restart after an upgrade
+        if not isinstance(e, paths.NotYours) and _restarting():
+            # no socket, or one closing under us: a restart after an upgrade
             return _after_restart(query, "the daemon is restarting after an upgrade")
         return _unreachable(e, query)
     return _render(reply, query)
 
 
 def _unreachable(e: Exception, query: str) -> str:
+    if isinstance(e, paths.NotYours):
+        return _message("notewell: " + str(e),
+                        "Nothing was sent to it; another user may be posing as notewell. "
+                        "`notewell agent restart` moves the daemon to a folder of your own")
     if isinstance(e, (FileNotFoundError, ConnectionRefusedError)):
         return _message(
             "notewell is not running", "Press Enter to start it · " + START_HINT,

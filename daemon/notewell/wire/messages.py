@@ -1,43 +1,28 @@
 """Alfred messages the keystroke client renders by itself: daemon down, warming up, errors.
 
-One item as Alfred's Script Filter JSON, written without importing ``json`` (it alone costs
-the client more than its whole interpreter start). Result lists are rendered in the daemon
-(``launcher.alfred``); this is the client's only Alfred output. Imports nothing.
+One item as Alfred's Script Filter JSON, written by ``alfred_json`` (the one writer, which
+imports nothing: ``json`` alone costs the client more than its whole interpreter start).
+Result lists are rendered in the daemon (``launcher.alfred``, with the same writer); this
+is the client's only Alfred output. Imports only ``alfred_json``.
 """
 
-from __future__ import annotations
+from notewell.wire.alfred_json import feedback, message_item
 
 
 def message_feedback(title: str, subtitle: str = "", *, arg: str | None = None,
                      action: str | None = None, rerun: float | None = None,
                      query: str | None = None) -> str:
-    """One message item as Alfred JSON, without importing ``json`` (the client's error
-    paths). ``query`` rides along in the item's variables for its action (the "start the
-    daemon" item shows Alfred again on it)."""
-    parts = [f'"title":{_q(title)}', f'"subtitle":{_q(subtitle)}',
-             f'"valid":{"true" if arg is not None else "false"}',
-             '"icon":{"path":"icon.png"}']
-    if arg is not None:
-        parts.append(f'"arg":{_q(arg)}')
-    if action:
-        extra = f',"query":{_q(query)}' if query is not None else ""
-        parts.append(f'"variables":{{"action":{_q(action)}{extra}}}')
-    head = '{"skipknowledge":true,'
-    if rerun is not None:
-        head += f'"rerun":{rerun},'
-    return head + '"items":[{' + ",".join(parts) + "}]}"
+    """One message item as Alfred JSON (the client's error paths). ``query`` rides along
+    in the item's variables for its action (the "start the daemon" item shows Alfred
+    again on it)."""
+    return feedback([message_item(title, subtitle, arg=arg, action=action, query=query)],
+                    rerun=rerun)
 
 
-def _q(s: str) -> str:
-    out = ['"']
-    for ch in s:
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ord(ch) < 0x20:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+# What notewell-run.zsh prints when the installation the home records does not run: a
+# literal there (Python is what is missing), pinned to ``message_feedback`` of these by
+# tests/test_client_zsh.py.
+INSTALLATION_MISSING = (
+    "notewell: the installation this workflow runs is missing",
+    "Run `notewell agent install` in a terminal (reinstall notewell first if its Python "
+    "was removed)")

@@ -1,10 +1,12 @@
 """Where notewell keeps its files: one function per path, one environment override.
 
 Everything lives under ``NOTEWELL_HOME`` (config, index, logs); the socket lives in a
-0700 runtime directory. Imported by the per-keystroke client, which runs without ``os``
-(importing it costs 1.2 ms, a sixth of the interpreter's start; bench/keystroke.py): the
-path functions use the built-in ``posix`` module and string joins, and only the
-daemon-side helpers import ``os``.
+0700 runtime directory, which the clients check is this user's alone before they send a
+byte (``check_socket``; a deep home's lives under /tmp, where anyone may make a folder).
+Imported by the per-keystroke client, which runs without ``os`` (importing it costs 1.2
+ms, a sixth of the interpreter's start; bench/keystroke.py): the path functions use the
+built-in ``posix`` module and string joins, and only the daemon-side helpers import
+``os``.
 """
 
 import posix
@@ -100,11 +102,126 @@ def runtime_dir() -> str:
         candidate = _join(xdg, APP) if xdg else _join(home(), "run")
     if len(_join(candidate, "notewell.sock").encode()) <= MAX_SOCKET_PATH:
         return candidate
-    # A home too deep for sun_path: a short per-user, per-home directory under /tmp.
+    return _fallback_dir()
+
+
+# A home too deep for sun_path: a short per-user, per-home directory under /tmp (not
+# $TMPDIR: macOS's is itself deep), /tmp/notewell-UID/HASH. Anyone may create names in
+# /tmp, so another user can take that name first; the first of these names that this user
+# holds, else the first nobody took, is this home's, for the daemon and its clients alike.
+SHORT_TMP = "/tmp"
+FALLBACK_NAMES = 8  # notewell-UID, notewell-UID-2, ... notewell-UID-8
+
+
+def fallback_dirs() -> list[str]:
+    """Every name the deep home's socket folder may take, in order."""
     import hashlib
 
     digest = hashlib.sha256(home().encode()).hexdigest()[:12]
-    return _join("/tmp", f"{APP}-{posix.getuid()}", digest)
+    root = _join(SHORT_TMP, f"{APP}-{posix.getuid()}")
+    return [_join(root + (f"-{n}" if n > 1 else ""), digest)
+            for n in range(1, FALLBACK_NAMES + 1)]
+
+
+def _fallback_dir() -> str:
+    candidates = fallback_dirs()
+    free = None
+    for folder in candidates:
+        held = held_by_another(folder)
+        if held is None:
+            return folder  # ours already
+        if held == "" and free is None:
+            free = folder
+    # Every name taken: the daemon made one no one can guess (``mkdtemp``, in
+    # ``serve.transport.claim_runtime_dir``) and recorded its socket; else the first name,
+    # which the clients refuse in words.
+    return free or _recorded_dir(candidates[0]) or candidates[0]
+
+
+def _recorded_dir(first: str) -> str | None:
+    """The folder of the socket the daemon recorded, when it is a deep home's made by
+    ``mkdtemp`` (``/tmp/notewell-UID-XXXXXXXX/HASH``) and this user's."""
+    try:
+        fd = posix.open(socket_record(), posix.O_RDONLY)
+        try:
+            data = posix.read(fd, 4096)
+        finally:
+            posix.close(fd)
+    except OSError:
+        return None
+    folder = data.decode("utf-8", "surrogateescape").rpartition("/")[0]
+    root, _, digest = folder.rpartition("/")
+    if (root.startswith(first.rpartition("/")[0] + "-") and "/" not in root[len(SHORT_TMP) + 1:]
+            and digest == first.rpartition("/")[2] and held_by_another(folder) is None):
+        return folder
+    return None
+
+
+def held_by_another(folder: str) -> str | None:
+    """Of a fallback socket folder (``/tmp/notewell-UID[-N]/HASH``): None when this user
+    holds it and its parent, "" when either is missing (free to make), else what is wrong
+    ("/tmp/notewell-0 is not yours: it is owned by uid 1001"). Modes are not looked at:
+    the daemon narrows its own folders, and the clients refuse wide ones
+    (``check_socket``)."""
+    for path in (folder.rpartition("/")[0], folder):
+        try:
+            problem = folder_problem(path, modes=False)
+        except FileNotFoundError:
+            return ""
+        except OSError as e:
+            return f"{path} cannot be read ({e.strerror})"
+        if problem:
+            return f"{path} {problem}"
+    return None
+
+
+class NotYours(PermissionError):
+    """A socket another user could have made or could answer: the client refuses it,
+    sends nothing, and says so (``wire.client``, ``agents.relay``)."""
+
+
+def folder_problem(path: str, *, modes: bool = True) -> str | None:
+    """What stops folder ``path`` from holding notewell's socket ("is not yours: it is
+    owned by uid 1001"), or None: it must be a real folder (not a link), this user's, and
+    (``modes``) closed to everyone else (0700). ``FileNotFoundError`` when it is missing."""
+    st = posix.lstat(path)
+    kind = st.st_mode & 0o170000
+    if kind == 0o120000:
+        return "is not yours: it is a symbolic link"
+    if kind != 0o040000:
+        return "is not yours: it is not a folder"
+    if st.st_uid != posix.getuid():
+        return f"is not yours: it is owned by uid {st.st_uid}"
+    if modes and st.st_mode & 0o077:
+        return f"is open to other users (mode {st.st_mode & 0o777:04o})"
+    return None
+
+
+def socket_chain(sock: str) -> list[str]:
+    """The folders that must be this user's alone for socket ``sock`` to be trusted, top
+    first: its folder, and for a deep home's (``/tmp/notewell-UID[-N]/HASH``) the folder
+    above it too. notewell-query.zsh checks the same."""
+    folder = sock.rpartition("/")[0] or "/"
+    chain = [folder]
+    prefix = _join(SHORT_TMP, APP + "-")
+    while folder.startswith(prefix) and "/" in folder[len(prefix):]:
+        folder = folder.rpartition("/")[0]
+        chain.append(folder)
+    return chain[::-1]
+
+
+def check_socket(sock: str) -> None:
+    """Refuse (``NotYours``) a socket in a folder another user made, owns or may enter:
+    they could listen there and answer as notewell. ``FileNotFoundError`` when a folder is
+    missing (no daemon made it), or the socket is (none listens: "not running")."""
+    try:  # noqa: SIM105  (contextlib is not loaded by the client)
+        posix.lstat(sock)
+    except PermissionError:
+        pass  # a folder this user cannot enter: said below
+    for folder in socket_chain(sock):
+        problem = folder_problem(folder)
+        if problem:
+            raise NotYours(f"the socket folder {folder} {problem}")
 
 
 def socket_path() -> str:
@@ -129,9 +246,10 @@ def socket_record() -> str:
     return _join(home(), "notewell-socket")
 
 
-def record_socket() -> None:
-    """Write ``socket_path()`` to ``socket_record()`` (the daemon, once it listens)."""
-    write_atomic(socket_record(), socket_path().encode("utf-8", "surrogateescape"))
+def record_socket(path: str | None = None) -> None:
+    """Write ``path`` (default ``socket_path()``) to ``socket_record()`` (the daemon, once
+    it listens)."""
+    write_atomic(socket_record(), (path or socket_path()).encode("utf-8", "surrogateescape"))
 
 
 def mcp_marker() -> str:
@@ -168,10 +286,16 @@ def restart_marker() -> str:
 
 
 def write_atomic(path: str, data: bytes) -> None:
-    """Write ``path`` (and its folder) so a reader sees the old file or the new one whole."""
+    """Write ``path`` (and its folder) so a reader sees the old file or the new one whole.
+    A folder made in the home is made 0700, as the home itself."""
     import os
 
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    folder = os.path.dirname(path)
+    top = home()
+    if folder == top or folder.startswith(top + "/"):
+        ensure_private_dir(folder)
+    else:
+        os.makedirs(folder, exist_ok=True)
     # A temporary name of this writer's own: two processes writing the same file (a
     # daemon and a command building the model rewrite at once) never share one.
     tmp = f"{path}.{os.getpid()}.tmp"
@@ -195,3 +319,25 @@ def ensure_private_dir(path: str) -> str:
     if st.st_mode & 0o077:
         os.chmod(path, 0o700)
     return path
+
+
+def narrow_modes() -> list[str]:
+    """Make the home and the log folder 0700 and the daemon's logs 0600 where they are
+    wider and this user's (made by an older notewell, or by launchd with its umask): with
+    ``debug_log`` the log holds queries. The daemon runs it at start; returns what it
+    narrowed."""
+    import os
+
+    narrowed = []
+    logs = log_dir()
+    for path, mode in ((home(), 0o700), (logs, 0o700),
+                       (_join(logs, "daemon.log"), 0o600),
+                       (_join(logs, "daemon.out.log"), 0o600)):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if st.st_uid == os.getuid() and st.st_mode & 0o777 & ~mode:
+            os.chmod(path, mode)
+            narrowed.append(path)
+    return narrowed

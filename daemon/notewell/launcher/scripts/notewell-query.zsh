@@ -80,7 +80,8 @@ fi
 #
 # The socket: the daemon writes the path it listens on to notewell-socket in its home
 # (notewell.wire.paths.record_socket; a short path under /tmp when the home is too deep for
-# a socket address, which zsh could not work out without Python's hash).
+# a socket address, which zsh could not work out without Python's hash). Its folders must
+# be this user's alone (checked in notewell_query), or Python takes over and says why.
 #
 # The fallback: run on its own, the package's copy runs its Python client (NOTEWELL_PYTHON
 # and NOTEWELL_CLIENT, default: the checkout's .venv, else the virtualenv this package is
@@ -166,6 +167,18 @@ notewell_query() {
   (( ${#query} < 60000 )) || _notewell_fallback "$@"
   _notewell_socket || _notewell_fallback "$@"
   local sock=$REPLY
+  # Its folder, and a deep home's folder above it (/tmp/notewell-UID[-N]/HASH, where anyone
+  # may make a folder first), each a real folder (not a link) of this user's with mode
+  # 0700, as notewell.wire.paths.socket_chain. zsh cannot ask the kernel who answers on a
+  # socket, so anything else goes to Python, which checks that too and says what is wrong.
+  local folder=${sock:h}
+  local -a mine
+  while :; do
+    mine=( $folder(#qN/Uf700) )
+    (( ${#mine} )) || _notewell_fallback "$@"
+    [[ $folder == /tmp/notewell-*/* ]] || break
+    folder=${folder:h}
+  done
   zsocket $sock 2>/dev/null || _notewell_fallback "$@"
   fd=$REPLY
   local header

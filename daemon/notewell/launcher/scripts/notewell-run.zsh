@@ -86,7 +86,9 @@ fi
 local title="notewell: the installation this workflow runs is missing"
 local subtitle='Run `notewell agent install` in a terminal (reinstall notewell first if its Python was removed)'
 if [[ $what == (query|related) ]]; then
-  print -rn -- '{"items":[{"title":"'$title'","subtitle":"'$subtitle'","valid":false,"icon":{"path":"icon.png"}}]}'
+  # Alfred JSON as notewell.wire.messages.message_feedback(*INSTALLATION_MISSING) writes it
+  # (tests/test_client_zsh.py holds the two equal): no Python runs to write it here.
+  print -rn -- '{"skipknowledge":true,"items":[{"title":"'$title'","subtitle":"'$subtitle'","valid":false,"icon":{"path":"icon.png"}}]}'
 else
   print -ru2 -- "$title: $subtitle"
 fi
