@@ -202,17 +202,21 @@ def connect(path: str) -> apsw.Connection:
     """A connection with sqlite-vec loaded and the pragmas notewell relies on."""
     flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     conn = apsw.Connection(path, flags=flags)
-    conn.enable_load_extension(True)
-    conn.load_extension(sqlite_vec.loadable_path())
-    conn.enable_load_extension(False)
-    conn.set_busy_timeout(5000)
-    if path != ":memory:":
-        conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    # 1 MB of page cache per connection (SQLite's default is 2): the daemon keeps one per
-    # worker thread, and the in-memory copies answer the scans that would need more.
-    conn.execute("PRAGMA cache_size=-1024")
+    try:
+        conn.enable_load_extension(True)
+        conn.load_extension(sqlite_vec.loadable_path())
+        conn.enable_load_extension(False)
+        conn.set_busy_timeout(5000)
+        if path != ":memory:":
+            conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        # 1 MB of page cache per connection (SQLite's default is 2): the daemon keeps one
+        # per worker thread, and the in-memory copies answer the scans that would need more.
+        conn.execute("PRAGMA cache_size=-1024")
+    except BaseException:  # a full disk refuses the WAL: leave no file open
+        conn.close()
+        raise
     return conn
 
 
@@ -308,6 +312,23 @@ def integrity_problems(db: apsw.Connection, quick: bool = False) -> list[str]:
     except (apsw.CorruptError, apsw.NotADBError) as e:
         return [f"{pragma} failed: {e}"]
     return [line for r in rows if r[0] != "ok" for line in str(r[0]).splitlines()]
+
+
+def file_problems(path: str) -> list[str]:
+    """``quick_check`` of the file at ``path`` on a connection of its own, read only: it
+    reads every page from the file, not from a page another connection cached (so it
+    sees pages overwritten under a running daemon). A file that cannot be read is one
+    problem too."""
+    try:
+        db = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error as e:
+        return [f"cannot be opened: {type(e).__name__}: {e}"]
+    try:
+        return integrity_problems(db, quick=True)
+    except apsw.Error as e:
+        return [f"quick_check failed: {type(e).__name__}: {e}"]
+    finally:
+        db.close()
 
 
 def consistency_problems(db: apsw.Connection) -> list[str]:

@@ -37,6 +37,7 @@ from notewell import config as config_file
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import Config
 from notewell.engine import Engine, HeadingNotFound, NoteNotFound
+from notewell.index import failures
 from notewell.launcher import alfred
 from notewell.search.dates import DateError
 from notewell.search.query import parse
@@ -160,6 +161,12 @@ class Handlers:
         except (NoteNotFound, HeadingNotFound) as e:
             return error_reply("not_found", str(e.args[0]))
         except Exception as e:
+            if failures.damaged(e):  # the sync thread checks the file and rebuilds it
+                self.background.report_damage()
+                log.error("op %s read a damaged index: %s", req["op"], type(e).__name__)
+                return error_reply("damaged", "the index is damaged: notewell is moving "
+                                   "it aside and rebuilding it from your notes; results "
+                                   "return as it fills")
             # The message may quote the query or a note (an SQLite error does): it goes
             # to the asking client only; the log gets the type and where it happened.
             if self.config.debug_log:
@@ -228,9 +235,12 @@ class Handlers:
         base = {"state": bg.state, "problem": bg.problem, "pid": os.getpid(),
                 "uptime": round(self.clock.time() - self.started, 1), "version": __version__,
                 "socket": paths.socket_path(), "last_reports": bg.last_reports,
-                "mcp_sessions": self.mcp_sessions()}
+                "mcp_sessions": self.mcp_sessions(), "disk_full": bg.disk_full}
         if bg.engine is not None:
             base.update(bg.engine.status())
+            errors = bg.source_errors()  # newer than the index's record (a full disk)
+            for src in base["sources"]:
+                src["last_error"] = errors.get(src["name"], src["last_error"])
             base["rebuilding"] = bg.rebuilding()
             if bg.watcher is not None:
                 base["watching"] = bg.watcher.mode
