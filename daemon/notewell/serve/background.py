@@ -1,14 +1,16 @@
 """The daemon's background thread: the engine's start, then keeping the index in sync.
 
 Owns the engine's states (``starting``, ``warming``, ``ready``, ``rebuilding`` after a
-damaged index was moved aside, ``error``), the ``ChangeWatcher`` and its debounce, sync
-rounds (one writer: ``notewell sync --wait`` waits for a round rather than syncing itself),
-the retry backoff of failing sources, the lag behind the sources (``lag``, shown once it
-exceeds ``BEHIND_AFTER``), and switching to a newer index generation (``Engine.reopen``:
-the replaced one closes when the last request holding it lets go). Every time it reads
-comes from an injectable ``Clock``, so tests drive debounce, backoff and lag with a fake
-one; the thread itself only runs ``step`` whenever the watcher, a request or its timeout
-(``next_wait``) wakes it.
+damaged index was moved aside, at start or when a read or sync met the damage
+(``report_damage``, ``recover_damage``), ``error``), a full disk said in words
+(``disk_full``: shown at once, not after ``BEHIND_AFTER``), the ``ChangeWatcher`` and its
+debounce, sync rounds (one writer: ``notewell sync --wait`` waits for a round rather than
+syncing itself), the retry backoff of failing sources, the lag behind the sources
+(``lag``, shown once it exceeds ``BEHIND_AFTER``), and switching to a newer index
+generation (``Engine.reopen``: the replaced one closes when the last request holding it
+lets go). Every time it reads comes from an injectable ``Clock``, so tests drive debounce,
+backoff and lag with a fake one; the thread itself only runs ``step`` whenever the
+watcher, a request or its timeout (``next_wait``) wakes it.
 
 Threads: this one writes everything here; handler threads read ``state``, ``problem``,
 ``last_reports`` (each replaced whole, never changed in place) and ``lag()`` and
