@@ -27,7 +27,7 @@ import numpy as np
 from notewell import __version__
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import Config
-from notewell.index import store
+from notewell.index import schema, store
 from notewell.index.database import Index
 from notewell.index.schema import SCHEMA_VERSION, BuildSettings
 from notewell.ingest.chunking import ChunkSettings, chunk_note, heading_paths, section
@@ -271,6 +271,26 @@ class Engine:
         index = Index(path or store.current_path(self.index_dir), self.settings,
                       old.copies.settings)  # a one-shot engine's copies stay off
         self.generations.switch(self._generation(index))
+
+    def replace_damaged(self) -> str | None:
+        """After a read or write of the live index raised a damage error (``failures
+        .damaged``): if SQLite's quick check of the file agrees, move it aside as at start
+        (``store.quarantine``, never deleted) and switch to a fresh, empty generation that
+        the next sync fills (requests already reading the old one finish on it). Returns
+        where the damaged file went, or None when the check finds nothing wrong. The
+        caller holds the writer lock."""
+        old = self.generations.current.index
+        problems = schema.file_problems(old.path)
+        if not problems:
+            return None
+        fresh_path = store.next_path(self.index_dir)  # before the move: a new number
+        moved = store.quarantine(old.path)
+        log.error("the index %s is damaged (%s); moved it aside to %s and rebuilding it "
+                  "from the sources", old.path, problems[0], moved)
+        index = Index(fresh_path, self.settings, old.copies.settings)
+        index.recovered_from = moved
+        self.generations.switch(self._generation(index))
+        return moved
 
     def newer_generation(self) -> str | None:
         current = store.current_path(self.index_dir)
@@ -580,27 +600,32 @@ def rebuild(sources: list[Source], embedder: Embedder, chunker: ChunkSettings,
     The caller holds ``index.writer``'s lock: two builds would share the build path."""
     paths.ensure_private_dir(index_dir)
     settings = BuildSettings(embedder.fingerprint(), embedder.dim, chunker.fingerprint())
-    building = store.building_path(index_dir)
-    unfinished = building + ".unfinished"
-    if os.path.exists(building):
-        os.replace(building, unfinished)
-    for suffix in ("-wal", "-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(building + suffix)
+    build = store.begin_build(index_dir)
     current = store.current_path(index_dir)
-    store.keep_vectors(current, index_dir, settings.embedder)
-    fresh = Index(building, settings)
-    fresh.import_vectors(current)
-    kept = store.kept_vectors_path(index_dir, settings.embedder)
-    fresh.import_vectors(kept)
-    fresh.import_vectors(unfinished)
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(unfinished)
-    # Notes a scan keeps but cannot read (offloaded, under an unreadable folder) take
-    # their rows from the live index: the build then lacks nothing and is published.
-    syncer = Syncer(fresh, embedder, chunker, should_stop, carry_from=current)
-    reports = [syncer.sync(src, progress=progress) for src in sources]
-    fresh.checkpoint()
+    fresh: Index | None = None
+    try:
+        store.keep_vectors(current, index_dir, settings.embedder)
+        fresh = Index(build.path, settings)
+        fresh.import_vectors(current)
+        fresh.import_vectors(store.kept_vectors_path(index_dir, settings.embedder))
+        fresh.import_vectors(build.earlier)
+        store.drop_earlier(build)
+        # Notes a scan keeps but cannot read (offloaded, under an unreadable folder) take
+        # their rows from the live index: the build then lacks nothing and is published.
+        syncer = Syncer(fresh, embedder, chunker, should_stop, carry_from=current)
+        reports = [syncer.sync(src, progress=progress) for src in sources]
+        fresh.checkpoint()
+    except Exception:
+        # A failed build (a full disk, say) gives back what it took at once: no open
+        # deleted WAL keeps the space, no building file stays.
+        if fresh is not None:
+            fresh.close()
+        store.discard(build)
+        raise
+    except BaseException:  # Ctrl-C: kept, closed, for the next try to take its vectors in
+        if fresh is not None:
+            fresh.close()
+        raise
     fresh.close()
     failed = [r.source for r in reports
               if r.error and not r.carried_all and r.source in keep_if_failed]
@@ -610,7 +635,7 @@ def rebuild(sources: list[Source], embedder: Embedder, chunker: ChunkSettings,
         return None, reports
     if before_publish is not None:
         before_publish()
-    final = store.publish(building)
+    final = store.publish(build.path)
     store.forget_vectors(index_dir, settings.embedder)  # in the live index now
     return final, reports
 

@@ -6,8 +6,9 @@ SQLite answers (``sql``), the one read interface search uses and its SQLite side
 (``reads``), its in-memory-copy side and the per-request view that picks a side once
 (``copy_reads``), the lifecycle of the in-memory copies (``copies``) and the copies
 themselves (``keywords``, ``vector_cache``, with ``topk``), FTS5's words and their
-frequencies (``terms``), index files on disk and their generations (``store``), a stamp
-of writes by anyone (``stamp``) and a small shared LRU (``lru``). May import ``notes``,
+frequencies (``terms``), index files on disk and their generations (``store``), a full
+disk and a damaged file told apart (``failures``), a stamp of writes by anyone
+(``stamp``) and a small shared LRU (``lru``). May import ``notes``,
 ``memory``, ``clock`` and ``wire.paths``; never ``search``, ``ingest``, ``serve`` or
 anything above them.
 """

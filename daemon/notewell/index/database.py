@@ -115,7 +115,7 @@ class Index:
         except (apsw.CorruptError, apsw.NotADBError) as e:
             self.close()
             raise IndexCorrupt(f"{self.path} is damaged: {e}") from None
-        except IndexCorrupt:
+        except BaseException:  # a full disk, say: no connection (and fd) left open
             self.close()
             raise
 

@@ -1,11 +1,12 @@
 """The index file's format: schema, numbered migrations, and the checks on a file.
 
-Owns ``SCHEMA_VERSION`` and the migrations that reach it (append one; never edit a shipped
-one), ``connect`` (a connection with sqlite-vec loaded and the pragmas notewell relies on),
-``BuildSettings`` (the embedder and chunker an index records, never mixed: a mismatch
-raises ``IndexMismatch``), the ``meta`` table, the errors an unusable file raises, and the
-checks: integrity, the one-to-one links between notes, chunks, FTS rows and vectors, and
-what ``notewell doctor`` reads without opening an ``Index`` (``probe``, ``describe``).
+Owns ``SCHEMA_VERSION`` and the numbered migrations that reach it (``_migrate_N``, listed
+in ``MIGRATIONS``: append one; never edit a shipped one), ``connect`` (a connection with
+sqlite-vec loaded and the pragmas notewell relies on), ``BuildSettings`` (the embedder and
+chunker an index records, never mixed: a mismatch raises ``IndexMismatch``), the ``meta``
+table, the errors an unusable file raises, and the checks: integrity, the one-to-one links
+between notes, chunks, FTS rows and vectors, and what ``notewell doctor`` reads without
+opening an ``Index`` (``probe``, ``describe``).
 
 May import ``index.terms`` (the tokenizer the FTS5 table is created with) and
 ``index.cjk`` (what migration 4 writes), nothing else of notewell.
@@ -13,8 +14,10 @@ May import ``index.terms`` (the tokenizer the FTS5 table is created with) and
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -26,7 +29,6 @@ from notewell.index.terms import FTS_TOKENIZER
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 6
 # Vectors per vec0 chunk, since the schema version that moved them (migration 3).
 VECTOR_CHUNK = 64
 VECTORS_MOVED = 3
@@ -62,10 +64,79 @@ _FTS_COLUMNS = """SELECT c.id,
     FROM chunks c JOIN notes n ON n.id = c.note"""
 
 
-def _cjk_pairs(db: apsw.Connection) -> None:
-    """Migration 4: FTS rows of chunks with Chinese, Japanese or Korean text rewritten with
-    those runs as character pairs (``cjk``); other rows, whose text is unchanged by it, are
-    left as they are (an English index rewrites nothing)."""
+def _migrate_1(db: apsw.Connection, dim: int) -> None:
+    """The first schema: meta, sources, notes and their tags, content-addressed
+    embeddings, chunks, the FTS5 table and the sqlite-vec table of ``dim`` floats."""
+    for statement in (
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        """CREATE TABLE sources (
+            name TEXT PRIMARY KEY, kind TEXT NOT NULL, last_sync REAL, last_error TEXT,
+            pending INTEGER NOT NULL DEFAULT 0, behind_since REAL, state TEXT)""",
+        """CREATE TABLE notes (
+            id INTEGER PRIMARY KEY, note_id TEXT NOT NULL UNIQUE, source TEXT NOT NULL,
+            kind TEXT NOT NULL, title TEXT NOT NULL, path TEXT, url TEXT NOT NULL,
+            tags TEXT NOT NULL DEFAULT '[]', aliases TEXT NOT NULL DEFAULT '[]',
+            created REAL, modified REAL, archived INTEGER NOT NULL DEFAULT 0,
+            fingerprint TEXT NOT NULL, content_hash TEXT NOT NULL, indexed_at REAL)""",
+        "CREATE INDEX notes_source ON notes(source)",
+        """CREATE TABLE note_tags (
+            note INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
+            tag TEXT NOT NULL COLLATE NOCASE, PRIMARY KEY (note, tag)) WITHOUT ROWID""",
+        "CREATE INDEX note_tags_tag ON note_tags(tag)",
+        "CREATE TABLE embeddings (id INTEGER PRIMARY KEY, hash TEXT NOT NULL UNIQUE)",
+        """CREATE TABLE chunks (
+            id INTEGER PRIMARY KEY,
+            note INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL, heading_path TEXT NOT NULL, anchor TEXT,
+            url TEXT NOT NULL, text TEXT NOT NULL,
+            embedding INTEGER NOT NULL REFERENCES embeddings(id))""",
+        "CREATE INDEX chunks_note ON chunks(note, seq)",
+        "CREATE INDEX chunks_embedding ON chunks(embedding)",
+        f"""CREATE VIRTUAL TABLE chunks_fts USING fts5(
+            title, heading, body, tags, content='', contentless_delete=1,
+            tokenize='{FTS_TOKENIZER}')""",
+        f"""CREATE VIRTUAL TABLE vectors USING vec0(
+            embedding float[{dim}] distance_metric=cosine)""",
+    ):
+        db.execute(statement)
+
+
+def _migrate_2(db: apsw.Connection, dim: int) -> None:
+    """Prefix indexes for the word being typed ("da*", "dai*"): FTS5 answered those by
+    expanding every matching term, 25-35% of a keystroke's BM25 time. The FTS table is
+    refilled from the chunks."""
+    db.execute(f"""CREATE VIRTUAL TABLE chunks_fts_new USING fts5(
+        title, heading, body, tags, content='', contentless_delete=1,
+        tokenize='{FTS_TOKENIZER}', prefix='2 3')""")
+    db.execute("INSERT INTO chunks_fts_new(rowid, title, heading, body, tags) "
+               + _FTS_COLUMNS)
+    db.execute("DROP TABLE chunks_fts")
+    db.execute("ALTER TABLE chunks_fts_new RENAME TO chunks_fts")
+
+
+def _migrate_3(db: apsw.Connection, dim: int) -> None:
+    """Vectors in vec0 chunks of ``VECTOR_CHUNK`` (64) instead of 1,024. vec0 reads one
+    vector by walking the overflow pages of its chunk's blob (1.5 MB at 1,024): measured
+    on 200,000 vectors, a point lookup took 0.22 ms instead of 0.04, reading every vector
+    (the in-memory copy's load) 14.3 s instead of 0.95, an insert 48 us instead of 10;
+    its own exact scan took the same. vec0 cannot be renamed, so the rows go through a
+    plain table. ``upgrade`` compacts the file afterwards."""
+    for statement in (
+        "CREATE TABLE vectors_moving (id INTEGER PRIMARY KEY, embedding BLOB NOT NULL)",
+        "INSERT INTO vectors_moving SELECT rowid, embedding FROM vectors",
+        "DROP TABLE vectors",
+        f"""CREATE VIRTUAL TABLE vectors USING vec0(
+            embedding float[{dim}] distance_metric=cosine, chunk_size={VECTOR_CHUNK})""",
+        "INSERT INTO vectors(rowid, embedding) SELECT id, embedding FROM vectors_moving",
+        "DROP TABLE vectors_moving",
+    ):
+        db.execute(statement)
+
+
+def _migrate_4(db: apsw.Connection, dim: int) -> None:
+    """FTS rows of chunks with Chinese, Japanese or Korean text rewritten with those runs
+    as character pairs (``cjk``); other rows, whose text is unchanged by it, are left as
+    they are (an English index rewrites nothing)."""
     todo = [row for row in db.execute(_FTS_COLUMNS) if any(has_cjk(x) for x in row[1:])]
     if todo:
         log.info("re-indexing %d passages with Chinese, Japanese or Korean text", len(todo))
@@ -81,91 +152,38 @@ def _cjk_pairs(db: apsw.Connection) -> None:
                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value")
 
 
-def migrations(dim: int) -> list[list]:
-    """Migration N brings ``user_version`` from N to N+1. Append; never edit a shipped one.
-    A step is an SQL statement or a function of the connection."""
-    return [
-        [
-            "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-            """CREATE TABLE sources (
-                name TEXT PRIMARY KEY, kind TEXT NOT NULL, last_sync REAL, last_error TEXT,
-                pending INTEGER NOT NULL DEFAULT 0, behind_since REAL, state TEXT)""",
-            """CREATE TABLE notes (
-                id INTEGER PRIMARY KEY, note_id TEXT NOT NULL UNIQUE, source TEXT NOT NULL,
-                kind TEXT NOT NULL, title TEXT NOT NULL, path TEXT, url TEXT NOT NULL,
-                tags TEXT NOT NULL DEFAULT '[]', aliases TEXT NOT NULL DEFAULT '[]',
-                created REAL, modified REAL, archived INTEGER NOT NULL DEFAULT 0,
-                fingerprint TEXT NOT NULL, content_hash TEXT NOT NULL, indexed_at REAL)""",
-            "CREATE INDEX notes_source ON notes(source)",
-            """CREATE TABLE note_tags (
-                note INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
-                tag TEXT NOT NULL COLLATE NOCASE, PRIMARY KEY (note, tag)) WITHOUT ROWID""",
-            "CREATE INDEX note_tags_tag ON note_tags(tag)",
-            "CREATE TABLE embeddings (id INTEGER PRIMARY KEY, hash TEXT NOT NULL UNIQUE)",
-            """CREATE TABLE chunks (
-                id INTEGER PRIMARY KEY,
-                note INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
-                seq INTEGER NOT NULL, heading_path TEXT NOT NULL, anchor TEXT,
-                url TEXT NOT NULL, text TEXT NOT NULL,
-                embedding INTEGER NOT NULL REFERENCES embeddings(id))""",
-            "CREATE INDEX chunks_note ON chunks(note, seq)",
-            "CREATE INDEX chunks_embedding ON chunks(embedding)",
-            f"""CREATE VIRTUAL TABLE chunks_fts USING fts5(
-                title, heading, body, tags, content='', contentless_delete=1,
-                tokenize='{FTS_TOKENIZER}')""",
-            f"""CREATE VIRTUAL TABLE vectors USING vec0(
-                embedding float[{dim}] distance_metric=cosine)""",
-        ],
-        # 2: prefix indexes for the word being typed ("da*", "dai*"): FTS5 answered those
-        # by expanding every matching term, 25-35% of a keystroke's BM25 time.
-        [
-            f"""CREATE VIRTUAL TABLE chunks_fts_new USING fts5(
-                title, heading, body, tags, content='', contentless_delete=1,
-                tokenize='{FTS_TOKENIZER}', prefix='2 3')""",
-            """INSERT INTO chunks_fts_new(rowid, title, heading, body, tags)
-               SELECT c.id,
-                      n.title || coalesce((SELECT ' ' || group_concat(value, ' ')
-                                           FROM json_each(n.aliases)), ''),
-                      replace(c.heading_path, ' > ', ' '), c.text,
-                      coalesce((SELECT group_concat(value, ' ') FROM json_each(n.tags)), '')
-               FROM chunks c JOIN notes n ON n.id = c.note""",
-            "DROP TABLE chunks_fts",
-            "ALTER TABLE chunks_fts_new RENAME TO chunks_fts",
-        ],
-        # 3: vectors in chunks of 64 instead of vec0's 1,024. vec0 reads one vector by
-        # walking the overflow pages of its chunk's blob (1.5 MB at 1,024): measured on
-        # 200,000 vectors, a point lookup took 0.22 ms instead of 0.04, reading every
-        # vector (the in-memory copy's load) 14.3 s instead of 0.95, an insert 48 us
-        # instead of 10; its own exact scan took the same. vec0 cannot be renamed, so the
-        # rows go through a plain table.
-        [
-            "CREATE TABLE vectors_moving (id INTEGER PRIMARY KEY, embedding BLOB NOT NULL)",
-            "INSERT INTO vectors_moving SELECT rowid, embedding FROM vectors",
-            "DROP TABLE vectors",
-            f"""CREATE VIRTUAL TABLE vectors USING vec0(
-                embedding float[{dim}] distance_metric=cosine, chunk_size={VECTOR_CHUNK})""",
-            "INSERT INTO vectors(rowid, embedding) SELECT id, embedding FROM vectors_moving",
-            "DROP TABLE vectors_moving",
-        ],
-        # 4: Chinese, Japanese and Korean runs as character pairs in the keyword index.
-        [_cjk_pairs],
-        # 5: date filters read the notes of a span from an index of the dates, not from
-        # every row of the notes table: 29 ms for ``since:1y`` over 33,000 notes, the
-        # table's pages beyond the 1 MB page cache each time.
-        [
-            "CREATE INDEX notes_modified ON notes(modified)",
-            "CREATE INDEX notes_created ON notes(created)",
-        ],
-        # 6: a title vector per note (chunker version 2): a vector of the note's title
-        # alone, found by k-NN with the passages' but never shown or searched by keyword.
-        # Empty until the chunker's next sync re-chunks the index beside.
-        [
-            """CREATE TABLE titles (
-                note INTEGER PRIMARY KEY REFERENCES notes(id) ON DELETE CASCADE,
-                embedding INTEGER NOT NULL REFERENCES embeddings(id))""",
-            "CREATE INDEX titles_embedding ON titles(embedding)",
-        ],
-    ]
+def _migrate_5(db: apsw.Connection, dim: int) -> None:
+    """Indexes of the notes' dates: date filters read the notes of a span from them, not
+    from every row of the notes table (29 ms for ``since:1y`` over 33,000 notes, the
+    table's pages beyond the 1 MB page cache each time)."""
+    db.execute("CREATE INDEX notes_modified ON notes(modified)")
+    db.execute("CREATE INDEX notes_created ON notes(created)")
+
+
+def _migrate_6(db: apsw.Connection, dim: int) -> None:
+    """A title vector per note (chunker version 2, the ``titles`` table): a vector of the
+    note's title alone, found by k-NN with the passages' but never shown or searched by
+    keyword. Empty until the chunker's next sync re-chunks the index beside."""
+    db.execute("""CREATE TABLE titles (
+        note INTEGER PRIMARY KEY REFERENCES notes(id) ON DELETE CASCADE,
+        embedding INTEGER NOT NULL REFERENCES embeddings(id))""")
+    db.execute("CREATE INDEX titles_embedding ON titles(embedding)")
+
+
+# Migration N, ``MIGRATIONS[N - 1]``, brings ``user_version`` from N - 1 to N, in one
+# transaction: ``def _migrate_N(db, dim)`` with a docstring saying what it does, and its
+# entry here. Append; never edit a shipped one.
+Migration = Callable[[apsw.Connection, int], None]
+MIGRATIONS: list[Migration] = [
+    _migrate_1, _migrate_2, _migrate_3, _migrate_4, _migrate_5, _migrate_6,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrations(dim: int) -> list[Callable[[apsw.Connection], None]]:
+    """The migrations for vectors of ``dim`` floats, in order (``upgrade`` runs those past
+    the file's ``user_version``)."""
+    return [functools.partial(m, dim=dim) for m in MIGRATIONS]
 
 
 @dataclass(frozen=True)
@@ -184,17 +202,21 @@ def connect(path: str) -> apsw.Connection:
     """A connection with sqlite-vec loaded and the pragmas notewell relies on."""
     flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
     conn = apsw.Connection(path, flags=flags)
-    conn.enable_load_extension(True)
-    conn.load_extension(sqlite_vec.loadable_path())
-    conn.enable_load_extension(False)
-    conn.set_busy_timeout(5000)
-    if path != ":memory:":
-        conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    # 1 MB of page cache per connection (SQLite's default is 2): the daemon keeps one per
-    # worker thread, and the in-memory copies answer the scans that would need more.
-    conn.execute("PRAGMA cache_size=-1024")
+    try:
+        conn.enable_load_extension(True)
+        conn.load_extension(sqlite_vec.loadable_path())
+        conn.enable_load_extension(False)
+        conn.set_busy_timeout(5000)
+        if path != ":memory:":
+            conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        # 1 MB of page cache per connection (SQLite's default is 2): the daemon keeps one
+        # per worker thread, and the in-memory copies answer the scans that would need more.
+        conn.execute("PRAGMA cache_size=-1024")
+    except BaseException:  # a full disk refuses the WAL: leave no file open
+        conn.close()
+        raise
     return conn
 
 
@@ -225,11 +247,7 @@ def upgrade(db: apsw.Connection, path: str, settings: BuildSettings) -> None:
                  if version < VECTORS_MOVED else "")
     for n in range(version, len(steps)):
         with db:
-            for statement in steps[n]:
-                if callable(statement):
-                    statement(db)
-                else:
-                    db.execute(statement)
+            steps[n](db)
             db.execute(f"PRAGMA user_version={n + 1}")
     if 0 < version < VECTORS_MOVED:
         _compact(db, path)  # the old vectors' pages are free now
@@ -294,6 +312,23 @@ def integrity_problems(db: apsw.Connection, quick: bool = False) -> list[str]:
     except (apsw.CorruptError, apsw.NotADBError) as e:
         return [f"{pragma} failed: {e}"]
     return [line for r in rows if r[0] != "ok" for line in str(r[0]).splitlines()]
+
+
+def file_problems(path: str) -> list[str]:
+    """``quick_check`` of the file at ``path`` on a connection of its own, read only: it
+    reads every page from the file, not from a page another connection cached (so it
+    sees pages overwritten under a running daemon). A file that cannot be read is one
+    problem too."""
+    try:
+        db = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error as e:
+        return [f"cannot be opened: {type(e).__name__}: {e}"]
+    try:
+        return integrity_problems(db, quick=True)
+    except apsw.Error as e:
+        return [f"quick_check failed: {type(e).__name__}: {e}"]
+    finally:
+        db.close()
 
 
 def consistency_problems(db: apsw.Connection) -> list[str]:

@@ -6,11 +6,21 @@ is finished and closed (so no WAL file is left behind to confuse the next reader
 notice the new generation and reopen. A file that is not a usable database is moved aside
 as ``*.corrupt-<time>`` (never deleted) and a fresh generation starts.
 
+Every file of a build is made and removed here (``Build``): ``begin_build`` names the
+building file and moves an earlier unpublished try aside as ``building-<n>.sqlite.unfinished``
+(the new build takes its vectors in, then ``drop_earlier``), ``publish`` makes it current,
+``discard`` deletes all of it (with ``-wal`` and ``-shm``) after a failure, so a full disk
+gets its room back at once. A build stopped on purpose stays, closed, for the next try.
+``clean_leftovers`` removes at start what a crash left: builds that were open (their
+``-wal``/``-shm`` beside them), stale build numbers, ``.unfinished`` files, and WAL files
+of generations that are gone; only while nobody holds the writer lock (``writer``), so
+never a file a live process is writing.
+
 When a rebuild replaces an index built with another model, that model's vectors are kept
 in ``vectors-<key>.sqlite`` beside the generations (an index file holding vectors only;
 the ``KEEP_MODELS`` most recent models), so switching back to it re-embeds nothing.
 
-May import ``index.database``, ``index.schema`` and ``wire.paths``.
+May import ``index.database``, ``index.schema``, ``index.writer`` and ``wire.paths``.
 """
 
 from __future__ import annotations
@@ -21,13 +31,19 @@ import logging
 import os
 import re
 import time
+from dataclasses import dataclass
 
+from notewell.index import writer
 from notewell.index.database import Index
 from notewell.index.schema import BuildSettings, IndexCorrupt, describe
 from notewell.wire import paths
 
 log = logging.getLogger(__name__)
 _GEN = re.compile(r"^index-(\d+)\.sqlite$")
+_GEN_WAL = re.compile(r"^(index-\d+\.sqlite)-(wal|shm)$")
+_BUILD = re.compile(r"^(building-\d+\.sqlite)(-wal|-shm|\.unfinished)?$")
+WAL_FILES = ("-wal", "-shm")
+UNFINISHED = ".unfinished"
 KEEP_MODELS = 3  # models whose vectors are kept after a switch away from them
 
 
@@ -106,11 +122,74 @@ def publish(building: str) -> str:
     """Make a finished, closed build the current generation."""
     directory = os.path.dirname(building)
     final = next_path(directory)
-    for suffix in ("-wal", "-shm"):
+    for suffix in WAL_FILES:
         if os.path.exists(building + suffix):
             raise RuntimeError(f"{building} is still open; close it before publishing")
     os.replace(building, final)
     return final
+
+
+@dataclass(frozen=True)
+class Build:
+    """A generation being built: ``path`` (``building-<n>.sqlite``) and ``earlier``, where
+    an earlier try that was not published waits for its vectors to be taken in."""
+
+    path: str
+    earlier: str
+
+
+def begin_build(directory: str) -> Build:
+    """Name the next build; an earlier unpublished one at that name is moved to
+    ``earlier`` (closed, so only its main file counts: stale WAL files go)."""
+    building = building_path(directory)
+    earlier = building + UNFINISHED
+    if os.path.exists(building):
+        os.replace(building, earlier)
+    for suffix in WAL_FILES:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(building + suffix)
+    return Build(building, earlier)
+
+
+def drop_earlier(build: Build) -> None:
+    """The earlier try's vectors are in the new build: its file goes."""
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(build.earlier)
+
+
+def discard(build: Build) -> None:
+    """Delete every file of a failed build (closed first by the caller)."""
+    remove_file(build.path)
+    drop_earlier(build)
+
+
+def clean_leftovers(directory: str | None = None) -> list[str]:
+    """Remove what a crash left in the index directory (see the module's text); the
+    names removed. Nothing when another process holds the writer lock."""
+    directory = directory or paths.index_dir()
+    if not os.path.isdir(directory):
+        return []
+    removed = []
+    with writer.try_hold(directory) as free:
+        if not free:
+            return []
+        names = set(os.listdir(directory))
+        reusable = os.path.basename(building_path(directory))
+        for name in sorted(names):
+            build, wal = _BUILD.match(name), _GEN_WAL.match(name)
+            if build:
+                was_open = any(build.group(1) + s in names for s in WAL_FILES)
+                if build.group(2) is None and build.group(1) == reusable and not was_open:
+                    continue  # stopped on purpose: the next build takes its vectors in
+            elif wal is None or wal.group(1) in names:
+                continue  # not ours, or the WAL of a generation that is there
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(directory, name))
+                removed.append(name)
+    if removed:
+        log.info("removed what an interrupted build left in %s: %s", directory,
+                 ", ".join(sorted(removed)))
+    return removed
 
 
 def remove_old(directory: str | None = None, keep: str | None = None) -> list[str]:

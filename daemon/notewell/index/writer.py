@@ -58,10 +58,24 @@ def hold(directory: str, who: str, on_wait: Callable[[str], None] | None = None,
                 raise Stopped("stopped while waiting for the index's writer lock")
             time.sleep(RETRY_EVERY)
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {who}".encode(), 0)
+        # Only for a waiter's message: a full disk must not stop the writer it names.
+        with contextlib.suppress(OSError):
+            os.pwrite(fd, f"{os.getpid()} {who}".encode(), 0)
         yield
     finally:
         os.close(fd)  # releases the lock, if held
+
+
+@contextlib.contextmanager
+def try_hold(directory: str) -> Iterator[bool]:
+    """Hold the writer lock for the ``with`` block if nobody does (True), else hold
+    nothing (False): for work that is only safe while no other process writes, and can
+    wait for another time (cleaning up after a crash)."""
+    fd = os.open(lock_path(directory), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        yield _try_lock(fd)
+    finally:
+        os.close(fd)
 
 
 def holder(fd_or_directory: int | str) -> str:

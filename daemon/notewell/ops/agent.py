@@ -364,10 +364,31 @@ def start(platform: str | None = None, run: Runner = subprocess.run,
     log_path = os.path.join(log_dir, "daemon.log")
     # 0600: with ``debug_log`` the log holds queries.
     with open(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log:
-        spawn(prog, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-              start_new_session=True, env=dict(os.environ))
-    return (f"started `{' '.join(prog)}` in the background (log: {log_path}); "
-            "`notewell agent install` starts it at login")
+        proc = spawn(prog, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                     start_new_session=True, env=dict(os.environ))
+    started = (f"started `{' '.join(prog)}` in the background (log: {log_path}); "
+               "`notewell agent install` starts it at login")
+    if not hasattr(proc, "poll"):  # a stand-in spawn gives no process to watch
+        return started
+    now = running.wait_started(proc)
+    if now["state"] == "exited":
+        raise AgentError(f"`{' '.join(prog)}` exited at once (code {now['code']}): "
+                         f"{_last_line(log_path)}; see {log_path}")
+    if now["state"] == "error":
+        raise AgentError(f"the daemon is running but could not start: {now.get('problem')}")
+    return started
+
+
+def _last_line(path: str) -> str:
+    """The log's last line (what a daemon that exited said last), or a note that it is
+    empty (a full disk may have kept it from writing anything)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - 4096))
+            lines = f.read().decode("utf-8", "replace").strip().splitlines()
+    except OSError:
+        lines = []
+    return lines[-1] if lines else "it wrote nothing to its log"
 
 
 def installed_program(platform: str | None = None) -> list[str] | None:

@@ -196,7 +196,7 @@ def check_copies(status: dict) -> list[Check]:
 def check_index(embedder: Callable[[], Embedder] | None = None) -> Check:
     name = "index"
     from notewell.index import store
-    from notewell.index.schema import SCHEMA_VERSION, describe
+    from notewell.index.schema import SCHEMA_VERSION, describe, file_problems
 
     path = store.current_path()
     if not os.path.exists(path):
@@ -226,6 +226,11 @@ def check_index(embedder: Callable[[], Embedder] | None = None) -> Check:
         if meta.get(key) != value:
             return Check(name, FAIL, f"built with {key} {meta.get(key)!r}, notewell now uses "
                          f"{value!r}", "run `notewell index --rebuild`")
+    problems = file_problems(path)  # SQLite's quick_check: every page read from the file
+    if problems:
+        return Check(name, FAIL, f"{path} is damaged: {problems[0][:300]}",
+                     "`notewell agent restart` moves it aside and rebuilds it from your "
+                     "notes (or `notewell index --rebuild` with no daemon)")
     if version < SCHEMA_VERSION:  # migrated in place the next time it is opened
         return Check(name, WARN, f"{notes} notes, schema {version}: upgraded to "
                      f"{SCHEMA_VERSION} when the daemon next opens it ({path})",
@@ -254,10 +259,49 @@ def check_daemon() -> Check:
                      f"{__version__}", "`notewell agent restart`")
     state = info.get("state")
     if state == "error":
-        return Check(name, FAIL, "running but its engine failed to start",
+        problem = (_daemon_status() or {}).get("problem")
+        return Check(name, FAIL, "running but its engine failed to start"
+                     + (f": {problem}" if problem else ""),
                      "see `notewell status` and the log in " + paths.log_dir())
     return Check(name, OK, f"pid {info.get('pid')}, {state}, protocol "
                  f"{info.get('protocol')}")
+
+
+LOW_SPACE = 16 * 1024 * 1024  # below this, an index write may fail any moment
+
+
+def _daemon_status() -> dict | None:
+    from notewell.wire import client, protocol
+
+    try:
+        return client.ask(protocol.request("status"), timeout=2.0).get("result")
+    except (OSError, protocol.ProtocolError):
+        return None
+
+
+def check_disk(status: dict | None = None) -> Check:
+    """Room on the disk holding the index: FAIL when the daemon found it full (``status``:
+    its ``disk_full``, or the engine's start failed so) or almost no space is left, a
+    warning when a rebuild beside the index would not fit."""
+    from notewell.index import failures, store
+
+    name = "disk space"
+    folder = paths.index_dir()
+    free = failures.free_bytes(folder)
+    status = status or {}
+    said = bool(status.get("disk_full")) or "is full: free" in (status.get("problem") or "")
+    if said or (free is not None and free < LOW_SPACE):
+        return Check(name, FAIL, failures.disk_full_words(folder) + (
+            " (the daemon could not write)" if said else ""),
+            failures.MAKE_ROOM + "; the daemon carries on once there is room")
+    if free is None:
+        return Check(name, SKIP, f"cannot tell the free space on the disk holding {folder}")
+    size = sum(os.path.getsize(p) for _, p in store.generations(folder))
+    if free < size + LOW_SPACE:
+        return Check(name, WARN, f"{free / failures.MB:.0f} MB free on the disk holding "
+                     f"{folder}: too little for a rebuild beside the index "
+                     f"({size / failures.MB:.0f} MB)", failures.MAKE_ROOM)
+    return Check(name, OK, f"{free / failures.MB:.0f} MB free on the disk holding {folder}")
 
 
 def check_socket() -> Check:
@@ -529,6 +573,7 @@ def run(platform: str | None = None,
     checks.append(daemon_check)
     if daemon_check.status == OK:
         checks += check_daemon_sources(platform)
+    checks.append(check_disk(_daemon_status()))
     checks.append(check_socket())
     checks.append(check_time_machine(platform))
     checks.append(check_agent(platform, run_cmd))

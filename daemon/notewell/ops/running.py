@@ -7,6 +7,9 @@ answers again.
 starts the agent's: otherwise the agent's daemon finds the lock held and exits, and the
 agent is installed but not running. The lock, not the socket or the pid, says when the old
 daemon is gone: a process releases it when it exits, even as a zombie nobody reaped.
+
+``wait_started`` watches a daemon just spawned (``agent start`` without an agent) until it
+answers or has exited, so a daemon that fails at once is never reported as started.
 """
 
 from __future__ import annotations
@@ -92,6 +95,37 @@ def stop(ask: Ask = client.ask, kill: Callable[[int, int], None] = os.kill,
                            f"within {timeout:.0f} s; stop it (`kill {pid or 'PID'}`) and run "
                            "`notewell agent install` again")
     return pid
+
+
+START_TIMEOUT = 30.0  # seconds for a spawned daemon to answer (or fail) before we stop looking
+
+
+def wait_started(proc, ask: Ask = client.ask, timeout: float = START_TIMEOUT,
+                 sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> dict:
+    """After spawning ``notewell serve`` as ``proc`` (a ``Popen``): watch it until it has
+    exited or it answers with its engine loaded or failed, whatever comes first (its
+    state is polled; nothing is decided by a pause). ``{"state": "exited", "code": N}``,
+    the ping reply of the spawned process (``ready``, ``rebuilding``, or ``error`` with
+    the ``problem`` from ``status``), or ``{"state": "starting"}`` if neither happened
+    within ``timeout`` (it may still come up)."""
+    deadline = clock() + timeout
+    while clock() < deadline:
+        code = proc.poll()
+        if code is not None:
+            return {"state": "exited", "code": code}
+        try:
+            now = ask(protocol.request("ping"), timeout=2.0).get("result") or {}
+        except (OSError, protocol.ProtocolError):
+            now = {}  # not listening yet
+        # Another daemon may answer (this one then exits: the home is served).
+        if now.get("pid") == proc.pid and now.get("state") not in ("starting", "warming"):
+            if now["state"] == "error":
+                status = ask(protocol.request("status"), timeout=5.0).get("result") or {}
+                now = {**now, "problem": status.get("problem")}
+            return now
+        sleep(0.05)
+    return {"state": "starting"}
 
 
 def restart(ask: Ask = client.ask, timeout: float = RESTART_TIMEOUT,

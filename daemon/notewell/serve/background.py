@@ -1,14 +1,16 @@
 """The daemon's background thread: the engine's start, then keeping the index in sync.
 
 Owns the engine's states (``starting``, ``warming``, ``ready``, ``rebuilding`` after a
-damaged index was moved aside, ``error``), the ``ChangeWatcher`` and its debounce, sync
-rounds (one writer: ``notewell sync --wait`` waits for a round rather than syncing itself),
-the retry backoff of failing sources, the lag behind the sources (``lag``, shown once it
-exceeds ``BEHIND_AFTER``), and switching to a newer index generation (``Engine.reopen``:
-the replaced one closes when the last request holding it lets go). Every time it reads
-comes from an injectable ``Clock``, so tests drive debounce, backoff and lag with a fake
-one; the thread itself only runs ``step`` whenever the watcher, a request or its timeout
-(``next_wait``) wakes it.
+damaged index was moved aside, at start or when a read or sync met the damage
+(``report_damage``, ``recover_damage``), ``error``), a full disk said in words
+(``disk_full``: shown at once, not after ``BEHIND_AFTER``), the ``ChangeWatcher`` and its
+debounce, sync rounds (one writer: ``notewell sync --wait`` waits for a round rather than
+syncing itself), the retry backoff of failing sources, the lag behind the sources
+(``lag``, shown once it exceeds ``BEHIND_AFTER``), and switching to a newer index
+generation (``Engine.reopen``: the replaced one closes when the last request holding it
+lets go). Every time it reads comes from an injectable ``Clock``, so tests drive debounce,
+backoff and lag with a fake one; the thread itself only runs ``step`` whenever the
+watcher, a request or its timeout (``next_wait``) wakes it.
 
 Threads: this one writes everything here; handler threads read ``state``, ``problem``,
 ``last_reports`` (each replaced whole, never changed in place) and ``lag()`` and
@@ -26,7 +28,7 @@ from collections.abc import Callable, Iterable
 
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.engine import Engine
-from notewell.index import writer
+from notewell.index import failures, store, writer
 from notewell.index.schema import IndexMismatch, IndexProblem
 from notewell.ingest.progress import Relay
 from notewell.ingest.sync import SyncReport
@@ -34,6 +36,7 @@ from notewell.ingest.watch import ChangeWatcher
 from notewell.memory import release_memory
 from notewell.priority import lower_this_thread
 from notewell.search import lexicon
+from notewell.wire import paths
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +93,11 @@ class Background:
         self._listeners: list[Callable[[dict], None]] = []
         self._writer_wait: str | None = None  # who holds the writer lock we wait for
         self._settle = (0, 0.0)  # (rounds done, until when) for next_wait
+        # The last sync failed for want of space: the words for it, shown at once (lag).
+        # Written by this thread, replaced whole.
+        self.disk_full: str | None = None
+        # A request read damaged pages (``report_damage``): this thread checks the file.
+        self._damage_seen = threading.Event()
 
     # -- the thread -----------------------------------------------------------------------
 
@@ -143,6 +151,12 @@ class Background:
         """Load the engine; False (with ``state`` "error" and the ``problem``) if it fails."""
         try:
             self.state = "warming"
+            # What a crashed build left (only while no other process writes): on a full
+            # disk that may be the room the index needs to open.
+            try:
+                store.clean_leftovers(paths.index_dir())
+            except OSError as e:
+                log.warning("could not clean up the index folder: %s", e)
             self.engine = self.make_engine()
             # A damaged index was moved aside for an empty one: say so until it is full.
             self.state = "rebuilding" if self.engine.index.recovered_from else "ready"
@@ -152,8 +166,13 @@ class Background:
             self.state, self.problem = "error", str(e)
             log.error("%s", e)
         except Exception as e:  # keep answering, with the reason, rather than dying
-            self.state, self.problem = "error", f"{type(e).__name__}: {e}"
-            log.exception("engine failed to start")
+            if failures.disk_full(e):
+                self.state, self.problem = "error", failures.disk_full_message(
+                    paths.index_dir(), then="then restart notewell (`notewell agent restart`)")
+                log.error("notewell could not open its index: %s", self.problem)
+            else:
+                self.state, self.problem = "error", f"{type(e).__name__}: {e}"
+                log.exception("engine failed to start")
         return False
 
     def start_watching(self) -> None:
@@ -196,6 +215,10 @@ class Background:
             self.engine.ensure_copies()
         except Exception:
             log.exception("checking the in-memory copies failed")
+        if self._damage_seen.is_set() and self.recover_damage() and self.watcher is not None:
+            self.watcher.take_due()  # every source syncs now, into the fresh index
+            self._sync_once()
+            return
         if self.watcher is None:
             self._sync_once()
             return
@@ -296,12 +319,62 @@ class Background:
         except writer.Stopped:
             pass  # stopping while another process wrote: nothing done, nothing lost
         except Exception as e:
-            with self._lock:
-                for name in names:
-                    self.errors[name] = f"{type(e).__name__}: {e}"
-            log.exception("sync failed; will retry")
-            self._retry_later(names)
+            self._sync_failed(e, names)
+        else:
+            self.disk_full = None
         self._end_round(reports_before, complete=names >= {s.name for s in engine.sources})
+
+    def _sync_failed(self, e: Exception, names: set[str]) -> None:
+        """A sync round raised: say why, in words for a full disk; a damaged index is
+        moved aside and rebuilt (``recover_damage``); retried later either way."""
+        engine = self.engine
+        assert engine is not None
+        if failures.disk_full(e):
+            message = failures.disk_full_message(engine.index_dir)
+            self.disk_full = message
+            log.error("sync failed: %s", message)  # every retry: one line, no traceback
+        else:
+            message = f"{type(e).__name__}: {e}"
+            log.exception("sync failed; will retry")
+        with self._lock:
+            for name in names:
+                self.errors[name] = message
+        if failures.damaged(e):
+            self.recover_damage()
+        self._retry_later(names)
+
+    def report_damage(self) -> None:
+        """A request read damaged pages of the live index (any thread): the sync thread
+        checks the file and, if it is damaged, moves it aside and rebuilds."""
+        self._damage_seen.set()
+        self.sync_now.set()
+
+    def recover_damage(self) -> bool:
+        """This thread: check the live index; if damaged, move it aside for a fresh one
+        (``Engine.replace_damaged``), say "rebuilding" and sync every source into it.
+        True if it did."""
+        engine = self.engine
+        assert engine is not None
+        self._damage_seen.clear()
+        try:
+            with writer.hold(engine.index_dir, WRITER, on_wait=self._waiting,
+                             should_stop=self.stop_event.is_set):
+                self._waiting(None)
+                moved = engine.replace_damaged()
+        except writer.Stopped:
+            return False
+        except Exception:
+            log.exception("could not replace the damaged index; will retry")
+            return False
+        if moved is None:
+            log.warning("a read reported damage, but the index passes SQLite's check")
+            return False
+        self.state = "rebuilding"
+        with self._lock:
+            self.errors.clear()
+            self._failures.clear()
+        self.request_sync()
+        return True
 
     def note_reports(self, reports: Iterable[SyncReport]) -> None:
         """Record what a sync did: a failed source is retried later and lags from now on
@@ -380,13 +453,22 @@ class Background:
             for name, t in self.watcher.dirty_since().items():
                 since[name] = min(t, since.get(name, t))
         now = self.clock.time()
-        late = {n: t for n, t in since.items() if now - t >= BEHIND_AFTER}
+        # A full disk does not clear by itself: said at once, not after BEHIND_AFTER.
+        full = self.disk_full is not None
+        late = {n: t for n, t in since.items()
+                if now - t >= BEHIND_AFTER or (full and n in known)}
         if not late:
             return None
         errors = {n: known[n] for n in late if n in known}
         return {"minutes": int((now - min(late.values())) // 60),
                 "sources": sorted(late),
                 "error": next(iter(errors.items()), None)}
+
+    def source_errors(self) -> dict[str, str]:
+        """The last sync error of each failing source, as this thread knows it (newer
+        than the index's record, which a full disk may not have let it write)."""
+        with self._lock:
+            return dict(self.errors)
 
     def rebuilding(self) -> dict | None:
         """While a damaged index is being rebuilt: how far it got and where the damaged

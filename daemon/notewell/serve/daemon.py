@@ -33,6 +33,7 @@ from notewell import __version__
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import Config
 from notewell.engine import Engine
+from notewell.index import failures
 from notewell.memory import limit_heaps
 from notewell.serve.background import Background
 from notewell.serve.handlers import Handlers
@@ -209,6 +210,12 @@ def run(config: Config, poll_seconds: float = 5.0,
         return 0
     except PermissionError as e:
         print(f"notewell: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        what = (failures.disk_full_message(paths.home(), then="then start notewell again")
+                if failures.disk_full(e) else f"{e}; see the log in {paths.log_dir()}")
+        log.error("could not start: %s", what)
+        print(f"notewell: could not start: {what}", file=sys.stderr)
         return 1
     finished = daemon.serve_forever()
     if daemon.restart_requested:

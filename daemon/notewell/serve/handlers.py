@@ -41,6 +41,7 @@ from notewell import config as config_file
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import Config
 from notewell.engine import Engine, ReadView
+from notewell.index import failures
 from notewell.launcher import alfred
 from notewell.serve.background import Background, SyncError
 from notewell.serve.response_cache import ResponseCache
@@ -154,6 +155,12 @@ class Handlers:
         except RequestError as e:
             return error_reply(e.code, str(e))
         except Exception as e:
+            if failures.damaged(e):  # the sync thread checks the file and rebuilds it
+                self.background.report_damage()
+                log.error("op %s read a damaged index: %s", req["op"], type(e).__name__)
+                return error_reply("damaged", "the index is damaged: notewell is moving "
+                                   "it aside and rebuilding it from your notes; results "
+                                   "return as it fills")
             refused = api.refusal(e)  # a bad argument or date, an unknown note
             if refused is not None:
                 return error_reply(refused.code, str(refused))
@@ -233,10 +240,13 @@ class Handlers:
         base = {"state": bg.state, "problem": bg.problem, "pid": os.getpid(),
                 "uptime": round(self.clock.time() - self.started, 1), "version": __version__,
                 "socket": paths.socket_path(), "last_reports": bg.last_reports,
-                "mcp_sessions": self.mcp_sessions()}
+                "mcp_sessions": self.mcp_sessions(), "disk_full": bg.disk_full}
         if bg.engine is not None:
             if view is not None:
                 base.update(api.op_status(view, requests.request_args("status", req)))
+                errors = bg.source_errors()  # newer than the index's record (a full disk)
+                for src in base["sources"]:
+                    src["last_error"] = errors.get(src["name"], src["last_error"])
             base["rebuilding"] = bg.rebuilding()
             if bg.watcher is not None:
                 base["watching"] = bg.watcher.mode

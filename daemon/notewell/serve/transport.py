@@ -329,7 +329,10 @@ def acquire_lock(path: str) -> int:
             f"another notewell daemon (pid {pid}) is already serving {paths.home()}; "
             "stop it first (`notewell agent stop` or kill it)") from None
     os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    try:
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+    except OSError as e:  # a full disk: the lock holds all the same; only the pid is lost
+        log.warning("could not write the pid into %s: %s", path, e)
     return fd
 
 
