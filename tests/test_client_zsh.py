@@ -270,6 +270,20 @@ def test_the_workflow_copy_says_what_to_do_without_a_usable_installation(
     assert got.stdout == messages.message_feedback(*messages.INSTALLATION_MISSING).encode()
 
 
+def test_an_installation_that_runs_and_fails_is_not_called_missing(short_home, workflow_copy,
+                                                                   tmp_path):
+    """The "start it" action or a query through an installation that crashes (a broken
+    package, a Python error) sends the user to doctor, not to reinstall."""
+    program = recorded_install(short_home, tmp_path / "bin")
+    program.write_text("#!/bin/sh\necho 'Traceback (most recent call last):' >&2\nexit 1\n")
+    env = {"NOTEWELL_HOME": str(short_home), "HOME": str(tmp_path)}
+    got = run_zsh_file(workflow_copy, env, "q")
+    assert got.stdout == messages.message_feedback(*messages.INSTALLATION_FAILED).encode()
+    got = run_zsh_file(workflow_copy, env, "--alfred-action", "start", "q")
+    assert b"failed" in got.stderr and b"notewell doctor" in got.stderr
+    assert b"missing" not in got.stderr
+
+
 def test_sourced_by_a_zsh_that_read_a_hostile_zshenv(short_home, marker, tmp_path):
     # Alfred's /bin/zsh reads ~/.zshenv before it sources the client: options and aliases
     # from there must not change how the client parses or what it prints.

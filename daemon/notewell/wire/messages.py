@@ -26,3 +26,7 @@ INSTALLATION_MISSING = (
     "notewell: the installation this workflow runs is missing",
     "Run `notewell agent install` in a terminal (reinstall notewell first if its Python "
     "was removed)")
+# ... and when it runs but fails (a broken install, a crash): doctor says which.
+INSTALLATION_FAILED = (
+    "notewell: the installation this workflow runs failed",
+    "Run `notewell doctor` in a terminal: it says what is wrong and what to do")

@@ -80,14 +80,21 @@ _notewell_command() {
 
 local what=$1
 shift
-if _notewell_home && _notewell_command $REPLY/notewell-command; then
-  "${reply[@]}" alfred $what "$@" && exit 0
-fi
 local title="notewell: the installation this workflow runs is missing"
 local subtitle='Run `notewell agent install` in a terminal (reinstall notewell first if its Python was removed)'
+if _notewell_home && _notewell_command $REPLY/notewell-command; then
+  "${reply[@]}" alfred $what "$@" && exit 0
+  # 126 and 127: it is not there or cannot run (its Python removed); else it ran and failed.
+  local -i code=$?
+  if (( code != 126 && code != 127 )); then
+    title="notewell: the installation this workflow runs failed"
+    subtitle='Run `notewell doctor` in a terminal: it says what is wrong and what to do'
+  fi
+fi
 if [[ $what == (query|related) ]]; then
-  # Alfred JSON as notewell.wire.messages.message_feedback(*INSTALLATION_MISSING) writes it
-  # (tests/test_client_zsh.py holds the two equal): no Python runs to write it here.
+  # Alfred JSON as notewell.wire.messages.message_feedback(*INSTALLATION_MISSING) (or
+  # INSTALLATION_FAILED) writes it (tests/test_client_zsh.py holds them equal): no Python
+  # runs to write it here.
   print -rn -- '{"skipknowledge":true,"items":[{"title":"'$title'","subtitle":"'$subtitle'","valid":false,"icon":{"path":"icon.png"}}]}'
 else
   print -ru2 -- "$title: $subtitle"
