@@ -1,14 +1,17 @@
 """Helpers the tests share: the small note folder, subprocess environments, a daemon in
-a subprocess, and running the keystroke client. Fixtures live in ``conftest.py``; tests
-import these by name (``from helpers import ...``)."""
+a subprocess, running the keystroke client, the MCP client's server parameters and the
+daemon's background loop stepped by hand. Fixtures live in ``conftest.py``; tests import
+these by name (``from helpers import ...``), never from another test file."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -189,3 +192,38 @@ def modules_loaded_by_client(home: Path, *args: str) -> set[str]:
                          timeout=10, check=True)
     return set(out.stderr.decode().split())
 
+
+def server_params(home: Path, *extra: str, python_c: str | None = None
+                  ):
+    """How the MCP SDK's client starts `notewell mcp` (or ``python -c python_c``) with
+    this checkout."""
+    from mcp import StdioServerParameters
+
+    env = subprocess_env(home)
+    env["PYTHONPATH"] = str(REPO / "daemon")
+    args = ["-c", python_c] if python_c else ["-m", "notewell", "mcp", "--no-start", *extra]
+    return StdioServerParameters(command=sys.executable, args=args, env=env)
+
+
+@contextlib.contextmanager
+def stepped_background(tmp_path: Path, folder: Path, clock,
+                       **options) -> Iterator:
+    """The daemon's background loop with its first sync done, stepped by the test (as its
+    thread would be when woken) on a fake clock."""
+    from notewell.config import Config, SourceConfig
+    from notewell.engine import Engine
+    from notewell.serve.background import Background
+
+    cfg = Config(sources=(SourceConfig("notes", "markdown", str(folder)),))
+    engine = Engine(cfg, embedder=FakeEmbedder(), index_dir=str(tmp_path / "idx"))
+    bg = Background(lambda: engine, threading.Event(), use_events=False, clock=clock, **options)
+    assert bg.start_engine()
+    bg.start_watching()
+    assert bg.watcher is not None
+    try:
+        bg.request_sync()
+        bg.step()
+        yield bg
+    finally:
+        bg.watcher.stop()
+        engine.close()

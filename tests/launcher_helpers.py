@@ -1,14 +1,22 @@
 """Stand-in commands for the launcher tests: ``launchctl``, ``systemctl``, ``open``,
 ``pbcopy``, ``qlmanage`` and ``osascript`` that record their arguments (and ``pbcopy``'s
-input) as JSON lines and answer by rules, so macOS code paths run on Linux."""
+input) as JSON lines and answer by rules, so macOS code paths run on Linux; and what the
+Alfred workflow's and the zsh client's tests share: a built workflow unpacked, Alfred's
+environment, a stand-in installation, the zsh client run as Alfred runs it."""
 
 from __future__ import annotations
 
 import json
 import os
+import plistlib
+import shlex
 import stat
+import subprocess
 import sys
+import zipfile
 from pathlib import Path
+
+from helpers import REPO, SCRIPTS
 
 STAND_IN = """#!{python}
 import json, os, sys
@@ -66,3 +74,46 @@ def install_stand_ins(tmp_path: Path, monkeypatch) -> StandIns:
     for key, value in s.env().items():
         monkeypatch.setenv(key, value)
     return s
+
+
+ZSH_CLIENT = SCRIPTS / "notewell-query.zsh"
+
+
+def run_zsh(env: dict[str, str], *args: str, timeout: float = 10) -> subprocess.CompletedProcess:
+    return subprocess.run(["zsh", "-f", str(ZSH_CLIENT), *args], capture_output=True, env=env,
+                          timeout=timeout, check=False)
+
+
+def unpack(built: Path, dest: Path) -> dict:
+    with zipfile.ZipFile(built) as zf:
+        zf.extractall(dest)
+        for info in zf.infolist():
+            os.chmod(dest / info.filename, info.external_attr >> 16 & 0o777)
+        return plistlib.loads(zf.read("info.plist"))
+
+
+def alfred_env(plist: dict, **extra: str) -> dict[str, str]:
+    """What Alfred gives a script: the workflow variables, no site or PYTHONPATH of ours."""
+    env = {"PATH": "/usr/bin:/bin", "alfred_workflow_bundleid": plist["bundleid"]}
+    env.update(plist["variables"])
+    env.update(extra)
+    return env
+
+
+def installation(where: Path, home: Path) -> Path:
+    """A notewell installed at ``where`` (a wrapper running this checkout's package with
+    this interpreter), recorded in ``home`` as `notewell serve` records itself; it logs
+    each run to ``where/runs``."""
+    where.mkdir(parents=True)
+    program = where / "notewell"
+    program.write_text(f'#!/bin/sh\necho "$@" >> {shlex.quote(str(where / "runs"))}\n'
+                       f'PYTHONPATH={shlex.quote(str(REPO / "daemon"))} '
+                       f'exec {shlex.quote(sys.executable)} -m notewell "$@"\n')
+    program.chmod(0o755)
+    (home / "notewell-command").write_text(json.dumps([str(program)]))
+    return where
+
+
+def runs(inst: Path) -> list[str]:
+    log = inst / "runs"
+    return log.read_text().splitlines() if log.exists() else []

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO, SCRIPTS, run_client, start_daemon, subprocess_env, wait_synced
-from launcher_helpers import install_stand_ins
+from launcher_helpers import alfred_env, install_stand_ins, installation, runs, unpack
 from notewell import config
 from notewell.launcher import alfred, alfred_actions, alfred_workflow, icons
 from notewell.launcher.alfred_workflow import ALT, CMD, CTRL, FN, SHIFT
@@ -229,21 +229,6 @@ def test_icons_are_distinct_and_mostly_opaque_tiles():
     assert len(seen) == len(icons.KINDS), "each kind has its own tile colour"
 
 
-def unpack(built: Path, dest: Path) -> dict:
-    with zipfile.ZipFile(built) as zf:
-        zf.extractall(dest)
-        for info in zf.infolist():
-            os.chmod(dest / info.filename, info.external_attr >> 16 & 0o777)
-        return plistlib.loads(zf.read("info.plist"))
-
-
-def alfred_env(plist: dict, **extra: str) -> dict[str, str]:
-    """What Alfred gives a script: the workflow variables, no site or PYTHONPATH of ours."""
-    env = {"PATH": "/usr/bin:/bin", "alfred_workflow_bundleid": plist["bundleid"]}
-    env.update(plist["variables"])
-    env.update(extra)
-    return env
-
 
 @pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
 def test_the_script_filter_command_runs_the_client_as_alfred_would(built: Path, daemon,
@@ -261,24 +246,6 @@ def test_the_script_filter_command_runs_the_client_as_alfred_would(built: Path, 
     # ... and the daemon remembers it for the stale-Enter guard.
     assert alfred_actions.latest_query() == "postgres vac"
 
-
-def installation(where: Path, home: Path) -> Path:
-    """A notewell installed at ``where`` (a wrapper running this checkout's package with
-    this interpreter), recorded in ``home`` as `notewell serve` records itself; it logs
-    each run to ``where/runs``."""
-    where.mkdir(parents=True)
-    program = where / "notewell"
-    program.write_text(f'#!/bin/sh\necho "$@" >> {shlex.quote(str(where / "runs"))}\n'
-                       f'PYTHONPATH={shlex.quote(str(REPO / "daemon"))} '
-                       f'exec {shlex.quote(sys.executable)} -m notewell "$@"\n')
-    program.chmod(0o755)
-    (home / "notewell-command").write_text(json.dumps([str(program)]))
-    return where
-
-
-def runs(inst: Path) -> list[str]:
-    log = inst / "runs"
-    return log.read_text().splitlines() if log.exists() else []
 
 
 def script_of(plist: dict, modifier: int) -> str:

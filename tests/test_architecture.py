@@ -162,3 +162,16 @@ def test_sql_lives_in_the_index_package():
             if sql.search(line) and not line.lstrip().startswith("#"):
                 outside.append(f"{module}:{n}: {line.strip()}")
     assert not outside, "\n".join(outside)
+
+
+def test_tests_import_no_other_test_file():
+    """What tests share lives in conftest.py or a helpers module, not in a test file."""
+    tests = Path(__file__).parent
+    names = {p.stem for p in tests.glob("test_*.py")}
+    for path in sorted(tests.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module in names:
+                raise AssertionError(f"{path.name}:{node.lineno} imports {node.module}")
+            if isinstance(node, ast.Import):
+                bad = [a.name for a in node.names if a.name in names]
+                assert not bad, f"{path.name}:{node.lineno} imports {bad}"

@@ -81,14 +81,14 @@ def test_accents_are_folded_both_ways(cjk_engine):
 
 
 def test_migration_4_rewrites_only_the_cjk_rows(tmp_path, monkeypatch, fake_embedder):
-    from test_index import SETTINGS, _index_at_schema, _note, _store
+    from index_helpers import SETTINGS, index_at_schema, make_note, store_note
 
     path = str(tmp_path / "i.sqlite")
-    old = _index_at_schema(path, monkeypatch, 3)
+    old = index_at_schema(path, monkeypatch, 3)
     # As notewell before pairs wrote them: whole runs.
     monkeypatch.setattr(keywords, "segment", lambda text: text)
-    _store(old, fake_embedder, _note("s:zh", "我住在东京附近，每天坐电车上班。"))
-    _store(old, fake_embedder, _note("s:en", "Run VACUUM ANALYZE after a bulk delete."))
+    store_note(old, fake_embedder, make_note("s:zh", "我住在东京附近，每天坐电车上班。"))
+    store_note(old, fake_embedder, make_note("s:en", "Run VACUUM ANALYZE after a bulk delete."))
     monkeypatch.undo()
     before = read_vocabulary(old.db).docs
     assert "东京" not in before

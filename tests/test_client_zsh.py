@@ -17,16 +17,12 @@ from pathlib import Path
 import msgpack
 import pytest
 from helpers import CLIENT, REPO, SCRIPTS, run_client, subprocess_env
+from launcher_helpers import ZSH_CLIENT, run_zsh
 from notewell import __version__
 from notewell.wire import client, messages, paths, protocol
 
-ZSH_CLIENT = SCRIPTS / "notewell-query.zsh"
 pytestmark = pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
 
-
-def run_zsh(env: dict[str, str], *args: str, timeout: float = 10) -> subprocess.CompletedProcess:
-    return subprocess.run(["zsh", "-f", str(ZSH_CLIENT), *args], capture_output=True, env=env,
-                          timeout=timeout, check=False)
 
 
 def fell_back(out: subprocess.CompletedProcess, *query: str) -> bool:

@@ -10,16 +10,15 @@ import apsw
 import numpy as np
 import pytest
 from helpers import RecordingEmbedder
+from index_helpers import SETTINGS, index_at_schema, make_note, store_note
 from notewell.config import Config, SourceConfig
 from notewell.engine import Engine
 from notewell.index import database, schema, store
 from notewell.index.database import Index
 from notewell.index.schema import BuildSettings, IndexCorrupt, IndexMismatch, connect
-from notewell.ingest.chunking import ChunkSettings, chunk_note
+from notewell.ingest.chunking import ChunkSettings
 from notewell.model.fake import FakeEmbedder
-from notewell.notes import Chunk, Note
-
-SETTINGS = BuildSettings("fake-hash:64", 64, ChunkSettings().fingerprint())
+from notewell.notes import Note
 
 
 def test_apsw_loads_sqlite_vec_and_fts5_on_this_python():
@@ -33,29 +32,11 @@ def test_apsw_loads_sqlite_vec_and_fts5_on_this_python():
     print(f"{sys.version.split()[0]}: stdlib sqlite3 extension loading: {stdlib}")
 
 
-def _note(note_id: str, text: str, tags=()) -> Note:
-    return Note(note_id=note_id, source="s", kind="markdown", title=note_id.split(":")[1],
-                text=text, url=f"file:///{note_id}", tags=tuple(tags), fingerprint="f1")
-
-
-def _store(index: Index, embedder, note: Note) -> list[str]:
-    rows, texts = [], []
-    for chunk in chunk_note(note.title, note.text):
-        t = chunk.embed_text(note.title)
-        rows.append((chunk, note.url, Chunk.text_hash(t)))
-        texts.append(t)
-    missing = sorted(index.missing_embeddings(h for _, _, h in rows))
-    by_hash = dict(zip((h for _, _, h in rows), texts))
-    if missing:
-        index.add_embeddings(missing, embedder.embed_batch([by_hash[h] for h in missing]))
-    index.replace_note(note, rows)
-    return missing
-
 
 def test_round_trip_knn_bm25_and_delete(tmp_path, fake_embedder):
     index = Index(str(tmp_path / "i.sqlite"), SETTINGS)
-    _store(index, fake_embedder, _note("s:a", "postgres vacuum analyze planner", ["db"]))
-    _store(index, fake_embedder, _note("s:b", "banana bread recipe with walnuts"))
+    store_note(index, fake_embedder, make_note("s:a", "postgres vacuum analyze planner", ["db"]))
+    store_note(index, fake_embedder, make_note("s:b", "banana bread recipe with walnuts"))
     assert index.counts() == {"notes": 2, "chunks": 2, "embeddings": 2}
     q = fake_embedder.embed_batch(["postgres vacuum"])[0]
     emb_id, distance = index.reads.knn(q, 1)[0]
@@ -74,7 +55,7 @@ def test_round_trip_knn_bm25_and_delete(tmp_path, fake_embedder):
 def test_replacing_a_note_keeps_fts_and_chunks_one_to_one(tmp_path, fake_embedder):
     index = Index(str(tmp_path / "i.sqlite"), SETTINGS)
     for text in ("first version words", "second version words", "third words"):
-        _store(index, fake_embedder, _note("s:a", text))
+        store_note(index, fake_embedder, make_note("s:a", text))
     chunks = index.db.execute("SELECT count(*) FROM chunks").fetchone()[0]
     fts = index.db.execute("SELECT count(*) FROM chunks_fts").fetchone()[0]
     assert chunks == fts == 1
@@ -84,8 +65,8 @@ def test_replacing_a_note_keeps_fts_and_chunks_one_to_one(tmp_path, fake_embedde
 
 def test_same_text_is_embedded_once(tmp_path, fake_embedder):
     index = Index(str(tmp_path / "i.sqlite"), SETTINGS)
-    assert _store(index, fake_embedder, _note("s:a", "identical body text"))
-    assert _store(index, fake_embedder, _note("s:a", "identical body text")) == []
+    assert store_note(index, fake_embedder, make_note("s:a", "identical body text"))
+    assert store_note(index, fake_embedder, make_note("s:a", "identical body text")) == []
 
 
 def test_settings_are_recorded_and_a_mismatch_is_refused(tmp_path):
@@ -235,27 +216,18 @@ def test_vectors_round_trip_exactly(tmp_path):
     assert np.array_equal(np.frombuffer(blob, dtype=np.float32), v[1])
 
 
-def _index_at_schema(path: str, monkeypatch, version: int) -> Index:
-    """An index as a notewell with ``version`` migrations left it; opening the file again
-    runs the rest."""
-    every = schema.migrations
-    monkeypatch.setattr(schema, "migrations", lambda dim: every(dim)[:version])
-    old = Index(path, SETTINGS)
-    monkeypatch.setattr(schema, "migrations", every)
-    return old
-
 
 def test_migration_2_refills_the_keyword_index_with_prefix_indexes(tmp_path, fake_embedder,
                                                                    monkeypatch):
     from notewell.index.terms import read_vocabulary
 
     path = str(tmp_path / "i.sqlite")
-    old = _index_at_schema(path, monkeypatch, 1)
-    _store(old, fake_embedder, Note(
+    old = index_at_schema(path, monkeypatch, 1)
+    store_note(old, fake_embedder, Note(
         note_id="s:a", source="s", kind="markdown", title="Café notes", text="Daily journal "
         "template for the garden.", url="file:///a", tags=("home/garden",),
         aliases=("Kitchen log",), fingerprint="f"))
-    _store(old, fake_embedder, _note("s:b", "## Plans\n\nPublish notes to GitHub pages"))
+    store_note(old, fake_embedder, make_note("s:b", "## Plans\n\nPublish notes to GitHub pages"))
     before = read_vocabulary(old.db).docs
     old.close()
     new = Index(path, SETTINGS)
@@ -271,7 +243,7 @@ def test_migration_2_refills_the_keyword_index_with_prefix_indexes(tmp_path, fak
 
 def test_migration_3_moves_vectors_into_small_chunks_and_keeps_them(tmp_path, monkeypatch):
     path = str(tmp_path / "i.sqlite")
-    old = _index_at_schema(path, monkeypatch, 2)
+    old = index_at_schema(path, monkeypatch, 2)
     v = np.random.default_rng(3).standard_normal((150, 64)).astype(np.float32)
     old.add_embeddings([f"h{i}" for i in range(150)], v)
     ids = [r[0] for r in old.db.execute("SELECT id FROM embeddings ORDER BY id")]
@@ -299,7 +271,7 @@ def test_an_upgrade_is_kept_when_compacting_after_it_fails(tmp_path, monkeypatch
     """VACUUM after the upgrade refused (here: no room for the copy it writes): the upgrade
     stays committed, the failure is logged, and the index opens and answers."""
     path = str(tmp_path / "i.sqlite")
-    old = _index_at_schema(path, monkeypatch, 2)
+    old = index_at_schema(path, monkeypatch, 2)
     v = np.random.default_rng(4).standard_normal((20, 64)).astype(np.float32)
     old.add_embeddings([f"h{i}" for i in range(20)], v)
     old.close()
@@ -336,10 +308,10 @@ def test_carry_notes_copies_the_kept_notes_rows_and_vectors(tmp_path, fake_embed
     """A rebuild takes the rows of notes it cannot read from the live file: the same
     passages, tags, dates and vectors, linked one to one; only the notes asked for."""
     live = Index(str(tmp_path / "live.sqlite"), SETTINGS)
-    kept = dataclasses.replace(_note("s:a", "# Vacuum\n\npostgres vacuum analyze planner",
+    kept = dataclasses.replace(make_note("s:a", "# Vacuum\n\npostgres vacuum analyze planner",
                                      ["db/pg"]), created=1.0e9, modified=1.5e9)
-    _store(live, fake_embedder, kept)
-    _store(live, fake_embedder, _note("s:b", "banana bread recipe with walnuts"))
+    store_note(live, fake_embedder, kept)
+    store_note(live, fake_embedder, make_note("s:b", "banana bread recipe with walnuts"))
     live.checkpoint()
     fresh = Index(str(tmp_path / "fresh.sqlite"), SETTINGS)
     assert fresh.carry_notes(live.path, "s", lambda n: n == "s:a") == 1

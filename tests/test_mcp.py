@@ -15,8 +15,8 @@ from typing import Any
 import anyio
 import jsonschema
 import pytest
-from helpers import REPO, start_daemon, subprocess_env, wait_synced, write_notes
-from mcp import ClientSession, StdioServerParameters
+from helpers import REPO, server_params, start_daemon, subprocess_env, wait_synced, write_notes
+from mcp import ClientSession
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from notewell import config
@@ -33,13 +33,6 @@ HANDBOOK = ("# Handbook\n\nHow the team works. #work/handbook\n\n## Setup\n\nIns
             f"toolchain with brew. {FILL}\n\n## Releases\n\nTag, then push the release "
             f"branch. {FILL}\n")
 
-
-def server_params(home: Path, *extra: str, python_c: str | None = None
-                  ) -> StdioServerParameters:
-    env = subprocess_env(home)
-    env["PYTHONPATH"] = str(REPO / "daemon")
-    args = ["-c", python_c] if python_c else ["-m", "notewell", "mcp", "--no-start", *extra]
-    return StdioServerParameters(command=sys.executable, args=args, env=env)
 
 
 def session(home: Path, fn: Callable[[ClientSession], Awaitable[Any]], *extra: str,

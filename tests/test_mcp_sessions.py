@@ -14,12 +14,11 @@ import threading
 
 import anyio
 import pytest
-from helpers import REPO, start_daemon, subprocess_env, wait_synced
+from helpers import REPO, server_params, start_daemon, subprocess_env, wait_synced
 from mcp import ClientSession
 from mcp.client.stdio import stdio_client
 from notewell.agents import session as mcp_session
 from notewell.wire import paths
-from test_mcp import server_params
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {},

@@ -281,9 +281,9 @@ def test_the_chunk_budget_follows_the_models_tokens():
 def test_a_daemon_keeps_serving_when_the_index_is_rebuilt_with_another_model(tmp_path):
     """`notewell index --rebuild` with a new [model] while the daemon runs the old one: the
     daemon cannot search the new generation, so it keeps its own until restarted."""
+    from helpers import stepped_background
     from notewell.engine import rebuild
     from reliability_helpers import FakeClock
-    from test_watch import stepped_background
 
     folder = write_notes(tmp_path / "notes", TINY_NOTES)
     tiny = custom_embedder(open_folder(str(tiny_model(tmp_path / "tiny"))))

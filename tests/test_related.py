@@ -265,8 +265,8 @@ def test_alfred_says_when_the_daemon_is_down(home):
 
 
 def built_plist(tmp_path) -> tuple[dict, Path]:
+    from launcher_helpers import unpack
     from notewell.launcher import alfred_workflow
-    from test_alfred_workflow import unpack
 
     built = alfred_workflow.build(str(tmp_path / "out" / "notewell.alfredworkflow"))
     wf = tmp_path / "wf"
@@ -307,7 +307,7 @@ def test_the_universal_action_and_the_hotkey_feed_the_related_script_filter(home
 @pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
 def test_the_related_script_filter_runs_the_recorded_installation(daemon, home, tmp_path,
                                                                   notes_dir):
-    from test_alfred_workflow import alfred_env, installation, runs
+    from launcher_helpers import alfred_env, installation, runs
 
     plist, wf = built_plist(tmp_path)
     inst = installation(tmp_path / "venv" / "bin", home)

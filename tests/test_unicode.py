@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from helpers import RecordingEmbedder, subprocess_env, write_notes
+from launcher_helpers import run_zsh
 from notewell.config import Config, SourceConfig
 from notewell.engine import Engine
 from notewell.sources import markdown
-from test_client_zsh import run_zsh
 
 
 def nfd(text: str) -> str:

@@ -5,17 +5,15 @@ time window; only real file events and a real daemon are polled for."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from bear_fixture import build
-from helpers import start_daemon, write_notes
+from helpers import start_daemon, stepped_background, write_notes
 from notewell import config
 from notewell.config import Config, SourceConfig
 from notewell.engine import Engine
@@ -313,25 +311,6 @@ def test_lag_hint_in_search_results(tmp_path, folder):
     finally:
         d.shutdown()
 
-
-@contextlib.contextmanager
-def stepped_background(tmp_path: Path, folder: Path, clock: FakeClock,
-                       **options) -> Iterator[Background]:
-    """The daemon's background loop with its first sync done, stepped by the test (as its
-    thread would be when woken) on a fake clock."""
-    cfg = Config(sources=(SourceConfig("notes", "markdown", str(folder)),))
-    engine = Engine(cfg, embedder=FakeEmbedder(), index_dir=str(tmp_path / "idx"))
-    bg = Background(lambda: engine, threading.Event(), use_events=False, clock=clock, **options)
-    assert bg.start_engine()
-    bg.start_watching()
-    assert bg.watcher is not None
-    try:
-        bg.request_sync()
-        bg.step()
-        yield bg
-    finally:
-        bg.watcher.stop()
-        engine.close()
 
 
 def test_the_loop_syncs_a_change_once_it_has_been_quiet_for_the_debounce(tmp_path, folder):
