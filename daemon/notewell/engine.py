@@ -125,9 +125,9 @@ class Engine:
 
     def search(self, query: str, limit: int = 20, mode: str = "hybrid", *,
                tags: Sequence[str] = (), source: str | None = None,
-               modified_after: DateBound = None, modified_before: DateBound = None
-               ) -> SearchResult:
-        """The launcher's search. ``tags`` and ``source`` add to the ``#tag`` and
+               modified_after: DateBound = None, modified_before: DateBound = None,
+               passages: int = 1) -> SearchResult:
+        """The launcher's search (``passages``: of each note, see ``Searcher.run``). ``tags`` and ``source`` add to the ``#tag`` and
         ``in:source`` typed in the query; ``modified_after`` / ``modified_before`` are
         dates as ``search.dates`` reads them (or Unix seconds): notes modified at or
         after the first's start and before the second's. Raises ``dates.DateError``."""
@@ -139,7 +139,7 @@ class Engine:
             # than results the filter would not have allowed.
             return SearchResult(q, [], [str(e)])
         with self.reading() as gen:
-            return gen.searcher.run(q, limit=limit, mode=mode)
+            return gen.searcher.run(q, limit=limit, mode=mode, passages=passages)
 
     def new_notes(self, query: str) -> list[dict]:
         """How to create a note from ``query`` in each source's own app (its ``in:`` source

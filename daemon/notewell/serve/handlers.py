@@ -48,6 +48,7 @@ from notewell.wire import paths, protocol, requests
 log = logging.getLogger(__name__)
 
 WORKERS = 4
+PASSAGES_PER_HIT = 3  # a note's best passages a JSON search lists (``Hit.passages``)
 # Ops that touch no index: answered on the connection's thread, so a ping answers while
 # every worker is busy and `sync --wait` never holds a worker while it waits.
 INLINE_OPS = frozenset({"ping", "stop", "restart", "sync", "latest_query", "index", "mcp"})
@@ -265,7 +266,10 @@ class Handlers:
             if version:
                 self._responses.put(key, version, out)
             return out
-        result = engine.search(query, limit=limit, mode=mode, **filters)
+        # JSON clients (Raycast, MCP, the CLI) show a note's next best passages too; the
+        # keystroke's Alfred list needs only the one it shows.
+        result = engine.search(query, limit=limit, mode=mode, **filters,
+                               passages=1 if fmt == "alfred" else PASSAGES_PER_HIT)
         if self.config.debug_log:  # queries are private: logged only when asked for
             log.info("search %r (%s): %d hits", query, mode, len(result.hits))
         new_notes = engine.new_notes(query)

@@ -1,0 +1,191 @@
+"""Where a hit matched: the spans of its passage the launchers mark.
+
+A span is ``[start, end)`` in characters of the text it was found in. Keyword matches
+are the passage's words as FTS5 itself reads them (``index.terms``: Porter stems,
+diacritics folded), so what is marked is what BM25 matched: a term of a query word
+("running" for "runs"), one starting with the word being typed ("postgres" while
+"postg" is typed), a typo's correction ("recieve" marks "receive"); Chinese, Japanese
+and Korean pairs (``index.cjk``) are found as the characters they are. A passage that
+holds none of them (found by meaning alone, or by its note's title) gets one span: its
+sentence sharing the most word beginnings with the query (``nearest_sentence``), else
+its first; no model call (embedding each hit's sentences would cost a batch of model
+calls per keystroke).
+
+Owns ``SpanFinder``, ``marked`` (a hit's spans) and ``more_passages`` (a note's next best
+passages, for JSON clients). May import ``notes``, ``index.cjk``, ``search.terms``,
+``search.presentation`` and the read interface (``index.reads.Reads``); no SQL: a passage's
+terms come from its tokenizer (``Reads.located_terms``).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterable
+
+from notewell.index.cjk import has_cjk
+from notewell.index.reads import Reads
+from notewell.notes import Hit
+from notewell.search.presentation import clean_passage
+from notewell.search.terms import QueryTerm
+
+Span = tuple[int, int]
+Located = Callable[[str], list[tuple[int, int, str]]]  # (byte start, byte end, term)
+
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+_ROOT = 4  # the letters of a word's beginning that ``nearest_sentence`` compares
+
+
+@functools.lru_cache(maxsize=1024)
+def _terms_at(text: str, located: Located) -> dict[str, tuple[Span, ...]]:
+    """Each term of ``text`` with where it stands (in characters). Typing shows the same
+    passages keystroke after keystroke: kept by text (an edited passage is another key)."""
+    found: dict[str, list[Span]] = {}
+    raw = text.encode("utf-8", "replace") if not text.isascii() else None
+    byte_at, char_at = 0, 0  # a running position: one pass over a non-ASCII text
+    for start, end, term in located(text):
+        if raw is not None:
+            char_at += len(raw[byte_at:start].decode("utf-8", "replace"))
+            byte_at = start
+            s = char_at
+            char_at += len(raw[start:end].decode("utf-8", "replace"))
+            byte_at, start, end = end, s, char_at
+        found.setdefault(term, []).append((start, end))
+    return {t: tuple(at) for t, at in found.items()}
+
+
+class SpanFinder:
+    """The spans of the query's words in a passage; built once per query from its terms
+    (``search.terms.query_terms``, corrections included)."""
+
+    def __init__(self, found: Iterable[QueryTerm], words: tuple[str, ...] = ()) -> None:
+        self.exact: set[str] = set()
+        self.prefixes: list[str] = []
+        self.cjk: list[str] = []  # pairs (or one character) found as written
+        for t in found:
+            if has_cjk(t.word):
+                self.cjk.append(t.word)
+                continue
+            if t.prefix:
+                self.exact.update(t.tokens[:-1])
+                self.prefixes.append(t.tokens[-1])
+            else:
+                self.exact.update(t.tokens)
+        self.prefixes = list(dict.fromkeys(self.prefixes))
+        self.words = words  # the query's words, for ``nearest_sentence``
+
+    def keyword_spans(self, text: str, located: Located) -> list[Span]:
+        """Where the query's words stand in ``text``, merged, in order."""
+        if not text or not (self.exact or self.prefixes or self.cjk):
+            return []
+        spans: list[Span] = []
+        if self.exact or self.prefixes:
+            terms = _terms_at(text, located)
+            for term in self.exact:
+                spans.extend(terms.get(term, ()))
+            if self.prefixes:
+                prefixes = tuple(self.prefixes)
+                for term, at in terms.items():
+                    if term not in self.exact and term.startswith(prefixes):
+                        spans.extend(at)
+        for pair in self.cjk:
+            at = text.find(pair)
+            while at >= 0:
+                spans.append((at, at + len(pair)))
+                at = text.find(pair, at + 1)
+        return merged(spans)
+
+    def spans(self, text: str, located: Located) -> list[Span]:
+        """``keyword_spans``, or for a passage holding none of the words, the span of its
+        sentence nearest the query (``nearest_sentence``)."""
+        found = self.keyword_spans(text, located)
+        if found or not text.strip() or not self.words:
+            return found  # no words (recent notes, similar ones): nothing to mark
+        return [nearest_sentence(text, self.words)]
+
+
+def merged(spans: list[Span]) -> list[Span]:
+    """Spans sorted, overlapping and touching ones joined (CJK pairs overlap)."""
+    out: list[Span] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            if end > out[-1][1]:
+                out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+    return out
+
+
+def sentences(text: str) -> list[Span]:
+    """The spans of ``text``'s sentences (cut as snippets cut them), whitespace trimmed."""
+    out, at = [], 0
+    for m in [*_SENTENCE_BREAK.finditer(text), None]:
+        end = m.start() if m else len(text)
+        part = text[at:end]
+        lead = len(part) - len(part.lstrip())
+        if part.strip():
+            out.append((at + lead, at + len(part.rstrip())))
+        at = m.end() if m else at
+    return out
+
+
+def nearest_sentence(text: str, words: tuple[str, ...]) -> Span:
+    """The sentence of ``text`` that shares the most word beginnings (their first four
+    letters: "organise" and "organization") with the query's ``words``, the first on a
+    tie or when none shares any. The cheap stand-in for the sentence nearest in meaning:
+    a hit found by meaning alone holds none of the query's terms, and embedding its
+    sentences would cost model calls on every keystroke."""
+    found = sentences(text) or [(0, len(text))]
+    roots = {w[:_ROOT] for w in words if len(w) >= 3 and not has_cjk(w)}
+    if not roots or len(found) == 1:
+        return found[0]
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(roots))) + ")", re.IGNORECASE)
+
+    def shared(span: Span) -> int:
+        return len({m.lower() for m in pattern.findall(text, span[0], span[1])})
+
+    best = max(range(len(found)), key=lambda i: (shared(found[i]), -i))
+    return found[best]
+
+
+def marked(hit: Hit, finder: SpanFinder, reads: Reads) -> Hit:
+    """``hit`` with the spans of its passage and snippet, and its passage as the first of
+    ``passages``."""
+    located = reads.located_terms
+    hit.spans = finder.spans(hit.passage, located)
+    hit.snippet_spans = finder.keyword_spans(hit.snippet, located)
+    hit.passages = [{"text": hit.passage, "heading_path": hit.heading_path,
+                     "spans": [list(s) for s in hit.spans], "score": round(hit.score, 6)}]
+    return hit
+
+
+def more_passages(hits: list[Hit], notes: list[int], scores: dict[int, float],
+                  owners: list[tuple[int, int, int]], most: int, finder: SpanFinder,
+                  reads: Reads) -> list[Hit]:
+    """``hits`` (of the note rows ``notes``) with up to ``most`` passages each: after the
+    shown one, the note's other passages that either retriever found (``scores``: chunk
+    -> fused score; ``owners``: chunk, note, vector), best first. A passage neither
+    retriever found is no match to show."""
+    if most <= 1 or not hits:
+        return hits
+    wanted = set(notes)
+    by_note: dict[int, list[int]] = {}
+    for chunk_id, note, _ in owners:
+        if note in wanted:
+            by_note.setdefault(note, []).append(chunk_id)
+    ranked = {n: sorted(cs, key=lambda c: (-scores[c], c))[:most + 1]
+              for n, cs in by_note.items() if len(cs) > 1}
+    rows = {p.chunk_id: p for p in reads.passages([c for cs in ranked.values() for c in cs])}
+    located = reads.located_terms
+    for hit, note in zip(hits, notes):
+        for chunk_id in ranked.get(note, ()):
+            p = rows.get(chunk_id)
+            if len(hit.passages) >= most or p is None:
+                continue
+            text = clean_passage(p.text)
+            if not text or text == hit.passage:
+                continue
+            hit.passages.append({"text": text, "heading_path": p.heading,
+                                 "spans": [list(s) for s in finder.spans(text, located)],
+                                 "score": round(scores[chunk_id], 6)})
+    return hits
