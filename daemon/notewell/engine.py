@@ -127,10 +127,11 @@ class Engine:
                tags: Sequence[str] = (), source: str | None = None,
                modified_after: DateBound = None, modified_before: DateBound = None,
                passages: int = 1) -> SearchResult:
-        """The launcher's search (``passages``: of each note, see ``Searcher.run``). ``tags`` and ``source`` add to the ``#tag`` and
+        """The launcher's search. ``tags`` and ``source`` add to the ``#tag`` and
         ``in:source`` typed in the query; ``modified_after`` / ``modified_before`` are
         dates as ``search.dates`` reads them (or Unix seconds): notes modified at or
-        after the first's start and before the second's. Raises ``dates.DateError``."""
+        after the first's start and before the second's. Raises ``dates.DateError``.
+        ``passages``: how many of each note's best passages a hit lists."""
         q = self.filtered(parse(query), tags, source, modified_after, modified_before)
         try:
             q = filters.with_dates(q, self.clock)
