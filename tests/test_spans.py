@@ -4,6 +4,11 @@ nearest sentence for a hit found by meaning alone, and a note's next best passag
 
 from __future__ import annotations
 
+import json
+import os
+import stat
+from pathlib import Path
+
 import pytest
 from notewell.search.spans import merged, nearest_sentence, sentences
 
@@ -113,3 +118,106 @@ def test_a_json_search_lists_the_notes_next_best_passages(engine, notes_dir):
     for p in hit.passages:
         assert [p["text"][s:e].lower() for s, e in p["spans"]] == ["compost"]
     assert {p["heading_path"] for p in hit.passages} == {"Soil", "Water", "Light"}
+
+
+# -- Alfred: the subtitle at the first match, Quick Look with the words marked -------------
+
+def alfred_hit(**over):
+    from notewell.notes import Hit
+
+    snippet = "Some words before the point, then the vacuum runs nightly at three."
+    base = dict(note_id="notes:db/pg.md", title="Postgres <care>", source="notes",
+                kind="markdown", url="file:///n/db/pg.md", path="/n/db/pg.md", tags=[],
+                heading_path="Vacuum", snippet=snippet, passage=snippet, score=0.5,
+                spans=[(38, 44)], snippet_spans=[(38, 44)])
+    base.update(over)
+    return Hit(**base)
+
+
+def test_alfred_subtitle_starts_a_few_words_before_the_first_match():
+    from notewell.launcher import alfred
+
+    item = alfred.hit_item(alfred_hit(), "vacuum")
+    assert item["subtitle"] == "Vacuum · …the point, then the vacuum runs nightly at three."
+    # A match near the start, or none: the snippet as it is.
+    near = alfred_hit(snippet="The vacuum runs.", snippet_spans=[(4, 10)])
+    assert alfred.hit_item(near)["subtitle"] == "Vacuum · The vacuum runs."
+    assert alfred.hit_item(alfred_hit(snippet_spans=[]))["subtitle"] == (
+        "Vacuum · Some words before the point, then the vacuum runs nightly at three.")
+
+
+def test_alfred_item_exactly_with_a_preview():
+    from notewell.launcher import alfred
+
+    item = alfred.hit_item(alfred_hit(), "vacuum", preview="/h/cache/previews/ab.html")
+    assert item["quicklookurl"] == "/h/cache/previews/ab.html"
+    assert item["type"] == "file:skipcheck" and item["action"] == {"file": "/n/db/pg.md"}
+    bear = alfred.hit_item(alfred_hit(kind="bear", path=None, url="bear://x"), "vacuum",
+                           preview="/h/cache/previews/cd.html")
+    assert bear["quicklookurl"] == "/h/cache/previews/cd.html"
+    assert "type" not in bear and bear["action"] == {"url": "bear://x"}
+    doc = json.loads(alfred.results_feedback([alfred_hit()], [], "vacuum",
+                                             previews=["/p.html"]))
+    assert doc["items"][0]["quicklookurl"] == "/p.html"
+    assert doc["items"][0]["subtitle"].startswith("Vacuum · …the point")
+
+
+def test_preview_marks_the_words_and_escapes_the_note(home, tmp_path):
+    from notewell.launcher import quicklook
+    from notewell.wire import paths
+
+    hit = alfred_hit(passage="a <b>vacuum</b> & more\nnext line", spans=[(5, 11)])
+    (path,) = quicklook.write_previews([hit])
+    assert os.path.dirname(path) == paths.preview_dir()
+    assert path.startswith(str(home) + os.sep)
+    assert stat.S_IMODE(os.stat(paths.preview_dir()).st_mode) == 0o700
+    page = Path(path).read_text(encoding="utf-8")
+    assert "a &lt;b&gt;<mark>vacuum</mark>&lt;/b&gt; &amp; more\nnext line" in page
+    assert "<title>Postgres &lt;care&gt;</title>" in page and "<care>" not in page
+    # The same hit again: the same file, nothing new written.
+    assert quicklook.write_previews([hit]) == [path]
+    assert len(os.listdir(paths.preview_dir())) == 1
+
+
+def test_previews_stay_bounded_oldest_first(home):
+    from notewell.launcher import quicklook
+    from notewell.wire import paths
+
+    first = quicklook.write_previews([alfred_hit(passage="zero")])[0]
+    os.utime(first, (1, 1))  # the oldest
+    hits = [alfred_hit(passage=f"passage {i}", spans=[]) for i in range(5)]
+    for h in hits:
+        quicklook.write_previews([h])
+    quicklook.prune(paths.preview_dir(), keep=3)
+    left = os.listdir(paths.preview_dir())
+    assert len(left) == 3 and os.path.basename(first) not in left
+    many = [alfred_hit(passage=f"more {i}", spans=[]) for i in range(quicklook.MAX_PREVIEWS)]
+    quicklook.write_previews(many)
+    assert len(os.listdir(paths.preview_dir())) == quicklook.MAX_PREVIEWS
+
+
+def test_a_preview_that_cannot_be_written_leaves_quick_look_on_the_file(home):
+    from notewell.launcher import quicklook
+    from notewell.wire import paths
+
+    os.makedirs(paths.cache_dir(), exist_ok=True)
+    open(paths.preview_dir(), "w").close()  # a file where the folder should be
+    assert quicklook.write_previews([alfred_hit()]) == [None]
+
+
+def test_the_daemon_answers_alfred_with_previews_in_its_cache_never_beside_notes(
+        daemon, home, notes_dir):
+    reply = daemon.ask("search", query="vacuum analyze", format="alfred")["result"]
+    doc = json.loads(reply["alfred"])
+    item = next(i for i in doc["items"] if i.get("uid") == "notes:db/postgres-vacuum.md")
+    preview = item["quicklookurl"]
+    assert preview.startswith(os.path.join(str(home), "cache", "previews") + os.sep)
+    assert not preview.startswith(str(notes_dir))
+    page = Path(preview).read_text(encoding="utf-8")
+    assert "<mark>VACUUM</mark> <mark>ANALYZE</mark>" in page
+    assert not [p for p in notes_dir.rglob("*") if p.suffix == ".html"]
+    # JSON clients get the spans (and a note's passages), Alfred's subtitle a cut.
+    found = daemon.ask("search", query="vacuum analyze", format="json")["result"]
+    hit = next(h for h in found["hits"] if h["note_id"] == "notes:db/postgres-vacuum.md")
+    assert [hit["passage"][s:e] for s, e in hit["spans"]] == ["VACUUM", "ANALYZE"]
+    assert hit["passages"][0]["spans"] == hit["spans"]

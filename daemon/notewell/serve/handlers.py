@@ -37,7 +37,7 @@ from notewell import config as config_file
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import Config
 from notewell.engine import Engine, HeadingNotFound, NoteNotFound
-from notewell.launcher import alfred
+from notewell.launcher import alfred, quicklook
 from notewell.search.dates import DateError
 from notewell.search.query import parse
 from notewell.serve.background import Background, SyncError
@@ -276,7 +276,8 @@ class Handlers:
         if fmt == "alfred":
             out = {"alfred": alfred.results_feedback(
                 result.hits, result.notices, query, lag, rebuilding=rebuilding,
-                new_notes=new_notes, dated=result.query.dated)}
+                new_notes=new_notes, dated=result.query.dated,
+                previews=quicklook.write_previews(result.hits))}
         else:
             out = result.to_dict()
             out["new_note"] = new_notes
