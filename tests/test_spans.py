@@ -221,3 +221,14 @@ def test_the_daemon_answers_alfred_with_previews_in_its_cache_never_beside_notes
     hit = next(h for h in found["hits"] if h["note_id"] == "notes:db/postgres-vacuum.md")
     assert [hit["passage"][s:e] for s, e in hit["spans"]] == ["VACUUM", "ANALYZE"]
     assert hit["passages"][0]["spans"] == hit["spans"]
+
+
+def test_mcp_cuts_text_to_one_line_around_the_first_match_and_moves_the_spans():
+    from notewell.agents.tools import cut
+
+    text = "Intro  words\n\nthen " + "x " * 60 + "the vacuum word " + "y " * 100
+    at = text.index("vacuum")
+    short, spans = cut(text, [[at, at + 6], [len(text) - 2, len(text) - 1]], 80)
+    assert len(short) <= 80 and short.startswith("…x x") and short.endswith("…")
+    assert [short[a:b] for a, b in spans] == ["vacuum"]  # the one cut off is dropped
+    assert cut("a  b\tvacuum", [[5, 11]], 240, around=False) == ("a b vacuum", [[4, 10]])
