@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -109,7 +110,7 @@ def test_a_json_search_lists_the_notes_next_best_passages(engine, notes_dir):
         f"## Other\n\nNothing here. {filler}\n")
     engine.sync()
     one = hit_of(engine.search("compost ", mode="bm25"), "notes:long.md")
-    assert len(one.passages) == 1
+    assert one.passages == [] and len(one.to_dict()["passages"]) == 1
     hit = hit_of(engine.search("compost ", mode="bm25", passages=3), "notes:long.md")
     assert len(hit.passages) == 3
     assert hit.passages[0]["text"] == hit.passage
@@ -213,6 +214,10 @@ def test_the_daemon_answers_alfred_with_previews_in_its_cache_never_beside_notes
     preview = item["quicklookurl"]
     assert preview.startswith(os.path.join(str(home), "cache", "previews") + os.sep)
     assert not preview.startswith(str(notes_dir))
+    # Written by the daemon's preview thread once the answer is out.
+    deadline = time.monotonic() + 20
+    while not os.path.exists(preview) and time.monotonic() < deadline:
+        time.sleep(0.05)
     page = Path(preview).read_text(encoding="utf-8")
     assert "<mark>VACUUM</mark> <mark>ANALYZE</mark>" in page
     assert not [p for p in notes_dir.rglob("*") if p.suffix == ".html"]
@@ -232,3 +237,14 @@ def test_mcp_cuts_text_to_one_line_around_the_first_match_and_moves_the_spans():
     assert len(short) <= 80 and short.startswith("…x x") and short.endswith("…")
     assert [short[a:b] for a, b in spans] == ["vacuum"]  # the one cut off is dropped
     assert cut("a  b\tvacuum", [[5, 11]], 240, around=False) == ("a b vacuum", [[4, 10]])
+
+
+def test_the_writer_thread_writes_a_jobs_pages_after_the_answer(home):
+    from notewell.launcher import quicklook
+
+    job = quicklook.Job([alfred_hit(passage="thread vacuum", spans=[(7, 13)])])
+    (path,) = job.paths
+    assert not os.path.exists(path)  # naming a page writes nothing
+    quicklook.writer().submit(job)
+    quicklook.writer().flush()
+    assert "<mark>vacuum</mark>" in Path(path).read_text(encoding="utf-8")

@@ -130,8 +130,13 @@ class Hit:
     spans: list[tuple[int, int]] = dataclasses.field(default_factory=list)
     snippet_spans: list[tuple[int, int]] = dataclasses.field(default_factory=list)
     # The note's best passages, best first (the shown one first): {"text", "heading_path",
-    # "spans", "score"}; more than the shown one only when the search asks (JSON clients).
+    # "spans", "score"}, when the search asked for more than the shown one (JSON clients);
+    # else empty, and ``to_dict`` lists the shown one alone.
     passages: list[dict] = dataclasses.field(default_factory=list)
+
+    def shown_passage(self) -> dict:
+        return {"text": self.passage, "heading_path": self.heading_path,
+                "spans": [list(s) for s in self.spans], "score": round(self.score, 6)}
 
     def to_dict(self) -> dict:
         return {
@@ -151,7 +156,7 @@ class Hit:
             "attachment": self.attachment,
             "spans": [list(s) for s in self.spans],
             "snippet_spans": [list(s) for s in self.snippet_spans],
-            "passages": self.passages,
+            "passages": self.passages or [self.shown_passage()],
         }
 
 

@@ -19,6 +19,7 @@ terms come from its tokenizer (``Reads.located_terms``).
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Callable, Iterable
@@ -36,31 +37,62 @@ _SENTENCE_BREAK = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 _ROOT = 4  # the letters of a word's beginning that ``nearest_sentence`` compares
 
 
+class _Terms:
+    """A passage's terms with where each stands (characters), and the terms sorted (a
+    prefix's completions are one run of them)."""
+
+    __slots__ = ("at", "ordered")
+
+    def __init__(self, at: dict[str, tuple[Span, ...]]) -> None:
+        self.at = at
+        self.ordered = sorted(at)
+
+    def starting_with(self, prefix: str) -> list[str]:
+        lo = bisect.bisect_left(self.ordered, prefix)
+        hi = lo
+        while hi < len(self.ordered) and self.ordered[hi].startswith(prefix):
+            hi += 1
+        return self.ordered[lo:hi]
+
+
 @functools.lru_cache(maxsize=1024)
-def _terms_at(text: str, located: Located) -> dict[str, tuple[Span, ...]]:
-    """Each term of ``text`` with where it stands (in characters). Typing shows the same
-    passages keystroke after keystroke: kept by text (an edited passage is another key)."""
+def _terms_at(text: str, located: Located) -> _Terms:
+    """The terms of ``text``. Typing shows the same passages keystroke after keystroke:
+    kept by text (an edited passage is another key)."""
     found: dict[str, list[Span]] = {}
     raw = text.encode("utf-8", "replace") if not text.isascii() else None
     byte_at, char_at = 0, 0  # a running position: one pass over a non-ASCII text
     for start, end, term in located(text):
         if raw is not None:
             char_at += len(raw[byte_at:start].decode("utf-8", "replace"))
-            byte_at = start
             s = char_at
             char_at += len(raw[start:end].decode("utf-8", "replace"))
             byte_at, start, end = end, s, char_at
         found.setdefault(term, []).append((start, end))
-    return {t: tuple(at) for t, at in found.items()}
+    return _Terms({t: tuple(at) for t, at in found.items()})
+
+
+@functools.lru_cache(maxsize=1024)
+def sentences(text: str) -> tuple[Span, ...]:
+    """The spans of ``text``'s sentences (cut as snippets cut them), whitespace trimmed."""
+    out, at = [], 0
+    for m in [*_SENTENCE_BREAK.finditer(text), None]:
+        end = m.start() if m else len(text)
+        part = text[at:end]
+        lead = len(part) - len(part.lstrip())
+        if part.strip():
+            out.append((at + lead, at + len(part.rstrip())))
+        at = m.end() if m else at
+    return tuple(out)
 
 
 class SpanFinder:
     """The spans of the query's words in a passage; built once per query from its terms
-    (``search.terms.query_terms``, corrections included)."""
+    (``search.terms.query_terms``, corrections included) and its ``words``."""
 
     def __init__(self, found: Iterable[QueryTerm], words: tuple[str, ...] = ()) -> None:
         self.exact: set[str] = set()
-        self.prefixes: list[str] = []
+        prefixes: list[str] = []
         self.cjk: list[str] = []  # pairs (or one character) found as written
         for t in found:
             if has_cjk(t.word):
@@ -68,11 +100,15 @@ class SpanFinder:
                 continue
             if t.prefix:
                 self.exact.update(t.tokens[:-1])
-                self.prefixes.append(t.tokens[-1])
+                prefixes.append(t.tokens[-1])
             else:
                 self.exact.update(t.tokens)
-        self.prefixes = list(dict.fromkeys(self.prefixes))
-        self.words = words  # the query's words, for ``nearest_sentence``
+        self.prefixes = list(dict.fromkeys(prefixes))
+        self.words = words
+        # Word beginnings for ``nearest_sentence``: "organise" and "organization" share one.
+        roots = sorted({w[:_ROOT] for w in words if len(w) >= 3 and not has_cjk(w)})
+        self.roots = (re.compile(r"\b(?:" + "|".join(map(re.escape, roots)) + ")",
+                                 re.IGNORECASE) if roots else None)
 
     def keyword_spans(self, text: str, located: Located) -> list[Span]:
         """Where the query's words stand in ``text``, merged, in order."""
@@ -82,12 +118,11 @@ class SpanFinder:
         if self.exact or self.prefixes:
             terms = _terms_at(text, located)
             for term in self.exact:
-                spans.extend(terms.get(term, ()))
-            if self.prefixes:
-                prefixes = tuple(self.prefixes)
-                for term, at in terms.items():
-                    if term not in self.exact and term.startswith(prefixes):
-                        spans.extend(at)
+                spans.extend(terms.at.get(term, ()))
+            for prefix in self.prefixes:
+                for term in terms.starting_with(prefix):
+                    if term not in self.exact:
+                        spans.extend(terms.at[term])
         for pair in self.cjk:
             at = text.find(pair)
             while at >= 0:
@@ -101,7 +136,30 @@ class SpanFinder:
         found = self.keyword_spans(text, located)
         if found or not text.strip() or not self.words:
             return found  # no words (recent notes, similar ones): nothing to mark
-        return [nearest_sentence(text, self.words)]
+        return [self.nearest_sentence(text)]
+
+    def nearest_sentence(self, text: str) -> Span:
+        """The sentence of ``text`` that shares the most word beginnings (their first four
+        letters) with the query's words, the first on a tie or when none shares any. The
+        cheap stand-in for the sentence nearest in meaning: a hit found by meaning alone
+        holds none of the query's terms, and embedding its sentences would cost model
+        calls on every keystroke."""
+        found = sentences(text) or ((0, len(text)),)
+        if self.roots is None or len(found) == 1 or self.roots.search(text) is None:
+            return found[0]
+        starts = [s for s, _ in found]
+        shared: list[set[str]] = [set() for _ in found]
+        for m in self.roots.finditer(text):
+            i = bisect.bisect_right(starts, m.start()) - 1
+            if i >= 0 and m.start() < found[i][1]:
+                shared[i].add(m.group(0).lower())
+        best = max(range(len(found)), key=lambda i: (len(shared[i]), -i))
+        return found[best]
+
+
+def nearest_sentence(text: str, words: tuple[str, ...]) -> Span:
+    """``SpanFinder.nearest_sentence`` for ``words``."""
+    return SpanFinder((), words).nearest_sentence(text)
 
 
 def merged(spans: list[Span]) -> list[Span]:
@@ -116,46 +174,11 @@ def merged(spans: list[Span]) -> list[Span]:
     return out
 
 
-def sentences(text: str) -> list[Span]:
-    """The spans of ``text``'s sentences (cut as snippets cut them), whitespace trimmed."""
-    out, at = [], 0
-    for m in [*_SENTENCE_BREAK.finditer(text), None]:
-        end = m.start() if m else len(text)
-        part = text[at:end]
-        lead = len(part) - len(part.lstrip())
-        if part.strip():
-            out.append((at + lead, at + len(part.rstrip())))
-        at = m.end() if m else at
-    return out
-
-
-def nearest_sentence(text: str, words: tuple[str, ...]) -> Span:
-    """The sentence of ``text`` that shares the most word beginnings (their first four
-    letters: "organise" and "organization") with the query's ``words``, the first on a
-    tie or when none shares any. The cheap stand-in for the sentence nearest in meaning:
-    a hit found by meaning alone holds none of the query's terms, and embedding its
-    sentences would cost model calls on every keystroke."""
-    found = sentences(text) or [(0, len(text))]
-    roots = {w[:_ROOT] for w in words if len(w) >= 3 and not has_cjk(w)}
-    if not roots or len(found) == 1:
-        return found[0]
-    pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(roots))) + ")", re.IGNORECASE)
-
-    def shared(span: Span) -> int:
-        return len({m.lower() for m in pattern.findall(text, span[0], span[1])})
-
-    best = max(range(len(found)), key=lambda i: (shared(found[i]), -i))
-    return found[best]
-
-
 def marked(hit: Hit, finder: SpanFinder, reads: Reads) -> Hit:
-    """``hit`` with the spans of its passage and snippet, and its passage as the first of
-    ``passages``."""
+    """``hit`` with the spans of its passage and snippet."""
     located = reads.located_terms
     hit.spans = finder.spans(hit.passage, located)
     hit.snippet_spans = finder.keyword_spans(hit.snippet, located)
-    hit.passages = [{"text": hit.passage, "heading_path": hit.heading_path,
-                     "spans": [list(s) for s in hit.spans], "score": round(hit.score, 6)}]
     return hit
 
 
@@ -178,6 +201,7 @@ def more_passages(hits: list[Hit], notes: list[int], scores: dict[int, float],
     rows = {p.chunk_id: p for p in reads.passages([c for cs in ranked.values() for c in cs])}
     located = reads.located_terms
     for hit, note in zip(hits, notes):
+        hit.passages = [hit.shown_passage()]
         for chunk_id in ranked.get(note, ()):
             p = rows.get(chunk_id)
             if len(hit.passages) >= most or p is None:

@@ -274,10 +274,13 @@ class Handlers:
             log.info("search %r (%s): %d hits", query, mode, len(result.hits))
         new_notes = engine.new_notes(query)
         if fmt == "alfred":
+            # Quick Look's pages are named now and written after the answer is rendered,
+            # by their own thread: the keystroke never waits on the disk.
+            previews = quicklook.Job(result.hits)
             out = {"alfred": alfred.results_feedback(
                 result.hits, result.notices, query, lag, rebuilding=rebuilding,
-                new_notes=new_notes, dated=result.query.dated,
-                previews=quicklook.write_previews(result.hits))}
+                new_notes=new_notes, dated=result.query.dated, previews=previews.paths)}
+            quicklook.writer().submit(previews)
         else:
             out = result.to_dict()
             out["new_note"] = new_notes
