@@ -4,8 +4,9 @@ Owns ``query`` (filters and words in the typed text), ``filters`` (the notes the
 ``terms`` (the query's words as indexed, their IDF, completing the word being typed,
 typos), ``lexicon`` (which words are words: wordfreq's lists), ``fusion`` (both
 retrievers' candidates scored together), ``presentation`` (one hit per note,
-near-duplicates, snippets), ``ranking`` (the knobs) and ``searcher`` (orchestrating them,
-with the caches typing reuses) and ``generation`` (an index with its searcher, taken
+near-duplicates, snippets), ``spans`` (where the query's words are in a hit's
+passage), ``ranking`` (the knobs) and ``searcher`` (orchestrating them, with the caches
+typing reuses) and ``generation`` (an index with its searcher, taken
 whole by each request, closed when its last reader lets go). Reads the index only
 through its read interface (``index.reads.Reads``; no SQL here), which decides whether an
 in-memory copy or SQLite answers. May import ``notes``, ``memory``, ``index``,
