@@ -34,18 +34,20 @@ Span = tuple[int, int]
 Located = Callable[[str], list[tuple[int, int, str]]]  # (byte start, byte end, term)
 
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+_WORD_AT = re.compile(r"[a-z0-9_]+")
 _ROOT = 4  # the letters of a word's beginning that ``nearest_sentence`` compares
 
 
 class _Terms:
-    """A passage's terms with where each stands (characters), and the terms sorted (a
-    prefix's completions are one run of them)."""
+    """A passage's terms with where each stands (UTF-8 byte offsets, as FTS5 gives them),
+    and the terms sorted (a prefix's completions are one run of them)."""
 
-    __slots__ = ("at", "ordered")
+    __slots__ = ("at", "ordered", "raw")
 
-    def __init__(self, at: dict[str, tuple[Span, ...]]) -> None:
+    def __init__(self, at: dict[str, list[Span]], raw: bytes | None) -> None:
         self.at = at
         self.ordered = sorted(at)
+        self.raw = raw  # the text's bytes when they are not its characters (not ASCII)
 
     def starting_with(self, prefix: str) -> list[str]:
         lo = bisect.bisect_left(self.ordered, prefix)
@@ -54,22 +56,32 @@ class _Terms:
             hi += 1
         return self.ordered[lo:hi]
 
+    def in_characters(self, spans: list[Span]) -> list[Span]:
+        """Byte spans as character spans (only the few that matched are converted)."""
+        if self.raw is None or not spans:
+            return spans
+        raw, out = self.raw, []
+        byte_at = char_at = 0
+        for start, end in sorted(spans):
+            char_at += len(raw[byte_at:start].decode("utf-8", "replace"))
+            width = len(raw[start:end].decode("utf-8", "replace"))
+            out.append((char_at, char_at + width))
+            char_at, byte_at = char_at + width, end
+        return out
+
 
 @functools.lru_cache(maxsize=1024)
 def _terms_at(text: str, located: Located) -> _Terms:
     """The terms of ``text``. Typing shows the same passages keystroke after keystroke:
     kept by text (an edited passage is another key)."""
     found: dict[str, list[Span]] = {}
-    raw = text.encode("utf-8", "replace") if not text.isascii() else None
-    byte_at, char_at = 0, 0  # a running position: one pass over a non-ASCII text
     for start, end, term in located(text):
-        if raw is not None:
-            char_at += len(raw[byte_at:start].decode("utf-8", "replace"))
-            s = char_at
-            char_at += len(raw[start:end].decode("utf-8", "replace"))
-            byte_at, start, end = end, s, char_at
-        found.setdefault(term, []).append((start, end))
-    return _Terms({t: tuple(at) for t, at in found.items()})
+        at = found.get(term)
+        if at is None:
+            found[term] = [(start, end)]
+        else:
+            at.append((start, end))
+    return _Terms(found, None if text.isascii() else text.encode("utf-8", "replace"))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -104,6 +116,12 @@ class SpanFinder:
             else:
                 self.exact.update(t.tokens)
         self.prefixes = list(dict.fromkeys(prefixes))
+        # A term's first letters are its word's (stemming only changes endings): an ASCII
+        # passage holding none of them holds no term, and is not tokenized at all.
+        # In ASCII text, only the words that start like a term are worth tokenizing.
+        self.needles = tuple(sorted({t[:3] for t in (*self.exact, *self.prefixes)
+                                     if t.isascii() and t}))
+        self.starts = tuple(self.prefixes)
         self.words = words
         # Word beginnings for ``nearest_sentence``: "organise" and "organization" share one.
         roots = sorted({w[:_ROOT] for w in words if len(w) >= 3 and not has_cjk(w)})
@@ -115,7 +133,9 @@ class SpanFinder:
         if not text or not (self.exact or self.prefixes or self.cjk):
             return []
         spans: list[Span] = []
-        if self.exact or self.prefixes:
+        if (self.exact or self.prefixes) and text.isascii():
+            spans = self._ascii_spans(text, located)
+        elif self.exact or self.prefixes:
             terms = _terms_at(text, located)
             for term in self.exact:
                 spans.extend(terms.at.get(term, ()))
@@ -123,12 +143,41 @@ class SpanFinder:
                 for term in terms.starting_with(prefix):
                     if term not in self.exact:
                         spans.extend(terms.at[term])
+            spans = terms.in_characters(spans)
         for pair in self.cjk:
             at = text.find(pair)
             while at >= 0:
                 spans.append((at, at + len(pair)))
                 at = text.find(pair, at + 1)
         return merged(spans)
+
+    def _ascii_spans(self, text: str, located: Located) -> list[Span]:
+        """The terms' spans in an ASCII ``text``: its candidate words (``candidates``)
+        tokenized in one call, those that are a term (or start with a prefix) kept."""
+        low = text.lower()
+        found = []
+        for needle in self.needles:  # str.find: no regex step at every character
+            at = low.find(needle)
+            while at >= 0:
+                # A term starts after a character that is no letter or digit.
+                if at == 0 or not low[at - 1].isalnum():
+                    found.append((at, _WORD_AT.match(low, at).group()))
+                at = low.find(needle, at + 1)
+        if not found:
+            return []
+        found.sort()
+        joined, starts, at = [], [], 0
+        for _, word in found:
+            starts.append(at)
+            joined.append(word)
+            at += len(word) + 1
+        spans = []
+        for start, end, term in located(" ".join(joined)):
+            if term in self.exact or (self.starts and term.startswith(self.starts)):
+                i = bisect.bisect_right(starts, start) - 1
+                shift = found[i][0] - starts[i]
+                spans.append((start + shift, end + shift))
+        return spans
 
     def spans(self, text: str, located: Located) -> list[Span]:
         """``keyword_spans``, or for a passage holding none of the words, the span of its
@@ -175,11 +224,29 @@ def merged(spans: list[Span]) -> list[Span]:
 
 
 def marked(hit: Hit, finder: SpanFinder, reads: Reads) -> Hit:
-    """``hit`` with the spans of its passage and snippet."""
-    located = reads.located_terms
-    hit.spans = finder.spans(hit.passage, located)
-    hit.snippet_spans = finder.keyword_spans(hit.snippet, located)
+    """``hit`` with the spans of its passage and snippet (the snippet's words are the
+    passage's: found as the words marked there, not tokenized again)."""
+    words = finder.keyword_spans(hit.passage, reads.located_terms)
+    hit.snippet_spans = same_words(hit.snippet, {hit.passage[s:e] for s, e in words})
+    hit.spans = words if words or not finder.words or not hit.passage.strip() else [
+        finder.nearest_sentence(hit.passage)]
     return hit
+
+
+def same_words(text: str, surfaces: set[str]) -> list[Span]:
+    """Where each of ``surfaces`` (words as written) stands in ``text`` as a whole word
+    (a CJK pair anywhere)."""
+    spans: list[Span] = []
+    for word in surfaces:
+        anywhere = not word.isascii() and has_cjk(word)
+        at = text.find(word)
+        while at >= 0:
+            end = at + len(word)
+            if anywhere or ((at == 0 or not text[at - 1].isalnum())
+                            and (end == len(text) or not text[end].isalnum())):
+                spans.append((at, end))
+            at = text.find(word, at + 1)
+    return merged(spans)
 
 
 def more_passages(hits: list[Hit], notes: list[int], scores: dict[int, float],
