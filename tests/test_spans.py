@@ -26,7 +26,7 @@ def hit_of(result, note_id: str):
 def words_engine(engine, notes_dir):
     (notes_dir / "runs.md").write_text(
         "# Runner\n\nIntro line without the word.\nShe was running the nightly "
-        "backups. Runs finish by six.\n")
+        "backups. Runs finish by six.\nEvery day counts.\n")
     (notes_dir / "cafe.md").write_text("# Visits\n\nThe Café in Porto was crowded.\n")
     (notes_dir / "tokyo.md").write_text("# 旅行\n\n我住在东京附近。每天坐电车。\n")
     engine.sync()
@@ -36,7 +36,10 @@ def words_engine(engine, notes_dir):
 def test_stemmed_words_are_marked_where_the_passage_has_them(words_engine):
     hit = hit_of(words_engine.search("runs ", mode="bm25"), "notes:runs.md")
     assert marked(hit.passage, hit.spans) == ["running", "Runs"]
-    assert hit.snippet == "Runs finish by six."
+    assert hit.snippet == "Runs finish by six. Every day counts."
+    # A stem need not be how its word starts: "days" and "day" are both "dai".
+    hit = hit_of(words_engine.search("days ", mode="bm25"), "notes:runs.md")
+    assert marked(hit.passage, hit.spans) == ["day"]
     assert marked(hit.snippet, hit.snippet_spans) == ["Runs"]
 
 
@@ -242,9 +245,25 @@ def test_mcp_cuts_text_to_one_line_around_the_first_match_and_moves_the_spans():
 def test_the_writer_thread_writes_a_jobs_pages_after_the_answer(home):
     from notewell.launcher import quicklook
 
-    job = quicklook.Job([alfred_hit(passage="thread vacuum", spans=[(7, 13)])])
+    job = quicklook.writer().job([alfred_hit(passage="thread vacuum", spans=[(7, 13)])])
     (path,) = job.paths
     assert not os.path.exists(path)  # naming a page writes nothing
     quicklook.writer().submit(job)
     quicklook.writer().flush()
     assert "<mark>vacuum</mark>" in Path(path).read_text(encoding="utf-8")
+
+
+def test_while_the_folder_cannot_be_made_answers_name_no_pages(home):
+    from notewell.launcher import quicklook
+    from notewell.wire import paths
+
+    os.makedirs(paths.cache_dir(), exist_ok=True)
+    open(paths.preview_dir(), "w").close()  # a file where the folder should be
+    w = quicklook.Writer()
+    w.submit(w.job([alfred_hit()]))
+    w.flush()
+    assert not w.usable and w.job([alfred_hit()]).paths == [None]
+    os.remove(paths.preview_dir())
+    w.submit(w.job([alfred_hit()]))  # a job still goes to the writer, which tries again
+    w.flush()
+    assert w.usable and w.job([alfred_hit()]).paths[0] is not None

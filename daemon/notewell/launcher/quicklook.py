@@ -67,18 +67,17 @@ def render(page: Page) -> str:
 
 
 class Job:
-    """The pages of one answer's hits: ``paths`` (None for all when the folder cannot be
-    made: Quick Look then shows the file itself), written by ``Writer.submit``."""
+    """The pages of one answer's hits, named without touching the disk: ``paths`` (None
+    for all while the writer cannot make the folder: Quick Look then shows the file
+    itself), written by ``Writer.submit``."""
 
-    def __init__(self, hits: list[Hit], folder: str | None = None) -> None:
+    def __init__(self, hits: list[Hit], folder: str | None = None,
+                 usable: bool = True) -> None:
         self.folder = folder or paths.preview_dir()
         self.pages = [page_of(h) for h in hits]
-        try:
-            paths.ensure_private_dir(self.folder)
-        except OSError:
-            self.paths: list[str | None] = [None] * len(hits)
-            return
-        self.paths = [os.path.join(self.folder, _name(p)) for p in self.pages]
+        self.paths: list[str | None] = (
+            [os.path.join(self.folder, _name(p)) for p in self.pages] if usable
+            else [None] * len(hits))
 
 
 def _name(page: Page) -> str:
@@ -90,12 +89,19 @@ class Writer:
     """The preview folder's one writer: a daemon thread, started on the first job."""
 
     def __init__(self) -> None:
+        # False once the folder could not be made (the writer's to set): answers then
+        # name no pages, until a job finds it usable again.
+        self.usable = True
         self._jobs: queue.Queue[Job] = queue.Queue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
+    def job(self, hits: list[Hit], folder: str | None = None) -> Job:
+        """A job naming ``hits``' pages (none while the folder is unusable)."""
+        return Job(hits, folder, self.usable)
+
     def submit(self, job: Job) -> None:
-        if not job.pages or job.paths[0] is None:
+        if not job.pages:
             return
         self._jobs.put(job)
         with self._lock:
@@ -112,11 +118,23 @@ class Writer:
         while True:
             job = self._jobs.get()
             try:
-                write(job)
+                self.usable = ready(job.folder)
+                if self.usable:
+                    write(job)
             except Exception:  # a cache: a page not written is shown as the file instead
                 log.exception("Quick Look previews not written")
             finally:
                 self._jobs.task_done()
+
+
+def ready(folder: str) -> bool:
+    """Whether the preview folder is there (made 0700 if not) and ours."""
+    try:
+        paths.ensure_private_dir(folder)
+        return True
+    except OSError as e:
+        log.warning("no Quick Look previews: %s", e)
+        return False
 
 
 def write(job: Job) -> None:
@@ -161,6 +179,7 @@ def write_previews(hits: list[Hit], folder: str | None = None) -> list[str | Non
     """Each hit's preview, written now (the one-shot callers; the daemon hands its jobs
     to ``writer``)."""
     job = Job(hits, folder)
-    if job.pages and job.paths[0] is not None:
-        write(job)
+    if not job.pages or not ready(job.folder):
+        return [None] * len(hits)
+    write(job)
     return job.paths

@@ -118,8 +118,10 @@ class SpanFinder:
         self.prefixes = list(dict.fromkeys(prefixes))
         # A term's first letters are its word's (stemming only changes endings): an ASCII
         # passage holding none of them holds no term, and is not tokenized at all.
-        # In ASCII text, only the words that start like a term are worth tokenizing.
-        self.needles = tuple(sorted({t[:3] for t in (*self.exact, *self.prefixes)
+        # In ASCII text, only the words that start like a term are worth tokenizing: a
+        # stem is its word's start but for its last letter ("day" is "dai").
+        self.needles = tuple(sorted({t if len(t) <= 2 else t[:min(3, len(t) - 1)]
+                                     for t in (*self.exact, *self.prefixes)
                                      if t.isascii() and t}))
         self.starts = tuple(self.prefixes)
         self.words = words

@@ -276,7 +276,7 @@ class Handlers:
         if fmt == "alfred":
             # Quick Look's pages are named now and written after the answer is rendered,
             # by their own thread: the keystroke never waits on the disk.
-            previews = quicklook.Job(result.hits)
+            previews = quicklook.writer().job(result.hits)
             out = {"alfred": alfred.results_feedback(
                 result.hits, result.notices, query, lag, rebuilding=rebuilding,
                 new_notes=new_notes, dated=result.query.dated, previews=previews.paths)}
