@@ -11,6 +11,11 @@ sentence sharing the most word beginnings with the query (``nearest_sentence``),
 its first; no model call (embedding each hit's sentences would cost a batch of model
 calls per keystroke).
 
+Cost: an ASCII passage tokenizes only its words that start like a query term (found with
+``str.find``; a stem keeps its word's first letters but the last), others whole, kept by
+text for typing's next keystrokes; a snippet's spans are the passage's marked words
+found again in it (``bench/spans.py``).
+
 Owns ``SpanFinder``, ``marked`` (a hit's spans) and ``more_passages`` (a note's next best
 passages, for JSON clients). May import ``notes``, ``index.cjk``, ``search.terms``,
 ``search.presentation`` and the read interface (``index.reads.Reads``); no SQL: a passage's
