@@ -33,6 +33,9 @@ def measure(checkout: Path, size: str, n_queries: int, passes: int) -> dict:
     import common
 
     sys.path.insert(0, str(checkout / "daemon"))  # this checkout's code, not the bench's
+    from notewell.memory import limit_heaps
+
+    limit_heaps()  # as the daemon does
     import inspect
 
     from notewell.index.database import Index
@@ -47,7 +50,7 @@ def measure(checkout: Path, size: str, n_queries: int, passes: int) -> dict:
         from notewell.launcher import quicklook
     except ImportError:
         quicklook = None
-    corpus = common.build_corpus(size, random_vectors=True)
+    corpus = common.build_corpus(common.parse_sizes(size)[0], random_vectors=True)
     embedder = default_embedder()
     settings = BuildSettings(embedder.fingerprint(), embedder.dim,
                              ChunkSettings().fingerprint())
@@ -172,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         found = measure(opts.checkout.resolve(), opts.size, opts.queries, opts.passes)
         Path(opts.json).write_text(json.dumps(found))
         return 0
+    import common
+
+    info = common.print_machine("why a note matched: spans, previews, passages (issue 35.3)")
     sides = {"old": opts.old, "new": HERE.parent} if opts.old else {"new": HERE.parent}
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in sides}
     for _ in range(opts.rounds):
@@ -191,8 +197,10 @@ def main(argv: list[str] | None = None) -> int:
         delta = f"{new - old:+8.2f}" if old is not None else ""
         print(f"{k:34} {old if old is not None else '':>8.2f} {new:8.2f} {delta}"
               if old is not None else f"{k:34} {'':>8} {new:8.2f}")
+    print(common.load_note())
     if opts.json:
-        Path(opts.json).write_text(json.dumps({"rounds": opts.rounds, "medians": medians}))
+        Path(opts.json).write_text(json.dumps({"machine": info, "rounds": opts.rounds,
+                                               "medians": medians}))
     return 0
 
 
