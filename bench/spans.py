@@ -9,7 +9,9 @@ hits as JSON), this checkout against another in alternating processes.
 ``--old`` is a checkout from before (``git worktree add ../notewell-old f1199d2``; its
 ``.venv`` may be a link to this one's: each run imports the code of its own checkout).
 Per checkout and round it times each query once per pass (a fresh searcher per pass,
-so typing's caches start empty), and, in a checkout that has them, the parts alone:
+so typing's caches start empty), each keystroke of ``keystroke.py``'s typed queries
+(``alfred_typing``: what the zsh client waits for in the daemon), wall time and the
+thread's CPU, and, in a checkout that has them, the parts alone:
 the spans of twenty hits (their passages' terms not yet kept, then kept), naming their
 previews (the keystroke's share) and writing them (the writer thread's), a note's next
 passages (a JSON search's extra). Prints medians over rounds, old and new, and new - old.
@@ -82,11 +84,16 @@ def measure(checkout: Path, size: str, n_queries: int, passes: int) -> dict:
     out: dict = {"chunks": corpus.chunks}
     try:
         Searcher(index, embedder).search(queries[0])  # the model, caches, pages warm
-        for name, fn in (("alfred", alfred_search), ("json", json_search)):
+        from keystroke import TYPED, prefixes
+
+        typed = prefixes(TYPED, 0)  # each keystroke of a few queries, as Alfred sends them
+        for name, fn, asked in (("alfred", alfred_search, queries),
+                                ("json", json_search, queries),
+                                ("alfred_typing", alfred_search, typed)):
             times, cpu = [], []
             for _ in range(passes):
                 searcher = Searcher(index, embedder)
-                for q in queries:
+                for q in asked:
                     start, busy = time.perf_counter(), time.thread_time()
                     fn(searcher, q)
                     times.append((time.perf_counter() - start) * 1000)
