@@ -81,8 +81,11 @@ class Job:
 
 
 def _name(page: Page) -> str:
-    key = repr(page).encode("utf-8", "surrogatepass")
-    return hashlib.sha256(key).hexdigest()[:32] + ".html"
+    h = hashlib.blake2b(digest_size=16)
+    for part in (page.title, page.where, page.passage):
+        h.update(part.encode("utf-8", "surrogatepass") + b"\x00")
+    h.update(repr(page.spans).encode())
+    return h.hexdigest() + ".html"
 
 
 class Writer:
