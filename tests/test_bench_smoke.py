@@ -57,6 +57,16 @@ def test_search_latency_smoke(cache, tmp_path):
     assert size["search_after_idle"]["gap_ms"] == 5 and size["search_after_idle"]["n"] == 3
 
 
+def test_spans_smoke(cache, tmp_path):
+    out = run("spans.py", "--size", "150", "--queries", "3", "--passes", "1", "--rounds", "1",
+              "--json", str(tmp_path / "r.json"), cache=cache)
+    assert "spans_20_hits_cold.p50" in out and "alfred.p50" in out
+    import json
+
+    new = json.loads((tmp_path / "r.json").read_text())["medians"]["new"]
+    assert new["json.n"] == 3 and new["previews_named.n"] == 3
+
+
 def test_memory_smoke(cache):
     out = run("memory.py", "--sizes", "150", "--vectors", "random", "--seconds", "1",
               cache=cache)

@@ -150,6 +150,11 @@ def test_every_tool_answers_with_structured_content_that_fits_its_schema(vault):
     assert hit["modified"][:2] == "20" and search.structured_content["behind"] is None
     assert "note_id: notes:work/handbook.md" in text_of(search)
     assert "1. Handbook — Releases [notes, 20" in text_of(search)
+    # Why it matched (issue 35.3): the query's words in the snippet, and its passages.
+    assert {hit["snippet"][a:b].lower() for a, b in hit["spans"]} >= {"release", "branch"}
+    assert hit["passages"][0]["heading_path"] == "Releases"
+    assert {hit["passages"][0]["text"][a:b].lower()
+            for a, b in hit["passages"][0]["spans"]} >= {"release", "branch"}
 
     note = out["get_note"].structured_content
     assert note["text"] == HANDBOOK and note["next_offset"] is None

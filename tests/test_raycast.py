@@ -147,6 +147,8 @@ def test_search_and_similar_over_the_socket(probe: Path, daemon, home: Path):
     assert top["title"] == "Postgres vacuum" and top["kind"] == "markdown"
     assert top["path"].endswith("postgres-vacuum.md") and top["passage"]
     assert set(top) >= {"note_id", "url", "tags", "heading_path", "snippet", "score"}
+    assert [top["passage"][a:b] for a, b in top["spans"]] == ["VACUUM"]
+    assert top["passages"][0]["text"] == top["passage"]
     assert node(probe, "search", "#nosuchtag", env=env)["notices"]
     similar = node(probe, "similar", top["note_id"], env=env)
     assert similar["hits"] and top["note_id"] not in [h["note_id"] for h in similar["hits"]]
@@ -315,3 +317,20 @@ def test_related_notes_reads_the_selection_else_the_clipboard(tools_probe: Path)
     for needed in ("getSelectedText()", "Clipboard.readText()",
                    "No text selected, and none on the clipboard"):
         assert needed in source, needed
+def test_the_detail_pane_bolds_the_matched_words_and_escapes_the_note(probe: Path):
+    """Issue 35.3: the passage with the spans in bold, the note's Markdown shown as written
+    (escaped), offsets in code points (an emoji before the word), and the note's next
+    passages under it."""
+    text = "🙂 Run *VACUUM* now\n- [x] done"
+    hit = {"title": "Postgres #1", "passage": text, "heading_path": "Ops", "score": 1,
+           "spans": [[7, 13]],
+           "passages": [{"text": text, "heading_path": "Ops", "spans": [[7, 13]], "score": 1},
+                        {"text": "vacuum again", "heading_path": "Later", "spans": [[0, 6]],
+                         "score": 0.5}]}
+    got = node(probe, "detail", json.dumps(hit), env={"PATH": os.environ["PATH"]})
+    assert got == ("## Postgres \\#1\n\n🙂 Run \\***VACUUM**\\* now  \n\\- \\[x\\] done"
+                   "\n\n---\n\n_Later_\n\n**vacuum** again")
+    # An older daemon's hit (no spans, no passages): the passage, escaped, nothing bold.
+    old = {"title": "T", "passage": "a_b", "heading_path": "", "score": 1}
+    assert node(probe, "detail", json.dumps(old), env={"PATH": os.environ["PATH"]}) == (
+        "## T\n\na\\_b")

@@ -27,6 +27,10 @@ from notewell.search.dates import DateError
 from notewell.search.searcher import SearchResult
 from notewell.wire import requests
 
+# A note's best passages a JSON search lists (``Hit.passages``): Raycast's detail pane
+# and an agent see why a note matched beyond its best passage.
+PASSAGES_PER_HIT = 3
+
 
 class OpError(Exception):
     """A read op refused its input: ``code`` as the wire says it (``bad_args``,
@@ -98,14 +102,16 @@ class Searched:
         return {**self.result.to_dict(), "new_note": self.new_notes}
 
 
-def searched(view: Any, args: dict) -> Searched:
+def searched(view: Any, args: dict, passages: int | None = None) -> Searched:
     """The search of checked ``args``: a query that is one tag being typed, with no
-    filter given, lists the tags that start so instead."""
+    filter given, lists the tags that start so instead. ``passages``: how many of a
+    note's best passages its hit lists (``PASSAGES_PER_HIT`` unless given)."""
     query, given = args["query"], filters(args)
     tags = view.tag_completions(query) if not any(given.values()) else None
     if tags is not None:
         return Searched(query, None, tags, [])
-    result = view.search(query, limit=args["limit"], mode=args["mode"], **given)
+    result = view.search(query, limit=args["limit"], mode=args["mode"], **given,
+                         passages=PASSAGES_PER_HIT if passages is None else passages)
     return Searched(query, result, None, view.new_notes(query))
 
 

@@ -137,11 +137,12 @@ class Engine:
 
     def search(self, query: str, limit: int = 20, mode: str = "hybrid", *,
                tags: Sequence[str] = (), source: str | None = None,
-               modified_after: DateBound = None, modified_before: DateBound = None
-               ) -> SearchResult:
+               modified_after: DateBound = None, modified_before: DateBound = None,
+               passages: int = 1) -> SearchResult:
         with self.reading() as view:
             return view.search(query, limit, mode, tags=tags, source=source,
-                               modified_after=modified_after, modified_before=modified_before)
+                               modified_after=modified_after, modified_before=modified_before,
+                               passages=passages)
 
     def similar(self, note_id: str, limit: int = 20) -> list[Hit]:
         with self.reading() as view:
@@ -330,12 +331,13 @@ class ReadView:
 
     def search(self, query: str, limit: int = 20, mode: str = "hybrid", *,
                tags: Sequence[str] = (), source: str | None = None,
-               modified_after: DateBound = None, modified_before: DateBound = None
-               ) -> SearchResult:
+               modified_after: DateBound = None, modified_before: DateBound = None,
+               passages: int = 1) -> SearchResult:
         """The launcher's search. ``tags`` and ``source`` add to the ``#tag`` and
         ``in:source`` typed in the query; ``modified_after`` / ``modified_before`` are
         dates as ``search.dates`` reads them (or Unix seconds): notes modified at or
-        after the first's start and before the second's. Raises ``dates.DateError``."""
+        after the first's start and before the second's. Raises ``dates.DateError``.
+        ``passages``: how many of each note's best passages a hit lists."""
         q = self.filtered(parse(query), tags, source, modified_after, modified_before)
         try:
             q = filters.with_dates(q, self.clock)
@@ -343,7 +345,7 @@ class ReadView:
             # Typed in the box: a notice with the accepted forms, and no results rather
             # than results the filter would not have allowed.
             return SearchResult(q, [], [str(e)])
-        return self.searcher.run(q, limit=limit, mode=mode)
+        return self.searcher.run(q, limit=limit, mode=mode, passages=passages)
 
     def similar(self, note_id: str, limit: int = 20) -> list[Hit]:
         return self.searcher.similar(note_id, limit)

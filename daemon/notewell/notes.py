@@ -62,6 +62,8 @@ class Note:
     # Problems with the note's attachments (an encrypted PDF it links): reported by the
     # sync, while the note itself is indexed.
     warnings: tuple[str, ...] = ()
+    # The line of the file where ``text`` starts (after frontmatter), for passages' lines.
+    body_line: int = 1
 
     @property
     def content_hash(self) -> str:
@@ -75,6 +77,10 @@ class Note:
         for a in self.attachments:
             for part in (a.name, a.url or "", *a.pages):
                 h.update(b"\x01" + part.encode("utf-8", "surrogatepass"))
+        # Passages' lines move with the frontmatter (their links may hold ``{line}``); only
+        # notes with frontmatter hash it, the rest keep their old hash.
+        if self.body_line != 1:
+            h.update(b"\x02%d" % self.body_line)
         return h.hexdigest()
 
 
@@ -86,6 +92,10 @@ class Chunk:
     heading_path: tuple[str, ...]  # headings above the passage, outermost first
     text: str
     anchor: str | None = None  # the nearest heading, for deep links
+    # The passage's first line in the note's file (1-based; None: not known, an
+    # attachment's): what ``{line}`` in a ``url_template`` opens at. Not compared: the same
+    # passage elsewhere in the file is the same passage.
+    line: int | None = dataclasses.field(default=None, compare=False)
 
     def embed_text(self, title: str) -> str:
         """The text the model reads: title and heading path give a passage its context."""
@@ -115,6 +125,18 @@ class Hit:
     modified: float | None = None
     archived: bool = False
     attachment: str | None = None  # the file the passage came from, when not the note
+    # Where the query's words are in ``passage`` and in ``snippet``: [start, end) character
+    # offsets (``search.spans``), for the launchers to mark.
+    spans: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+    snippet_spans: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+    # The note's best passages, best first (the shown one first): {"text", "heading_path",
+    # "spans", "score"}, when the search asked for more than the shown one (JSON clients);
+    # else empty, and ``to_dict`` lists the shown one alone.
+    passages: list[dict] = dataclasses.field(default_factory=list)
+
+    def shown_passage(self) -> dict:
+        return {"text": self.passage, "heading_path": self.heading_path,
+                "spans": [list(s) for s in self.spans], "score": round(self.score, 6)}
 
     def to_dict(self) -> dict:
         return {
@@ -132,6 +154,9 @@ class Hit:
             "modified": self.modified,
             "archived": self.archived,
             "attachment": self.attachment,
+            "spans": [list(s) for s in self.spans],
+            "snippet_spans": [list(s) for s in self.snippet_spans],
+            "passages": self.passages or [self.shown_passage()],
         }
 
 

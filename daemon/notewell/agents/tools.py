@@ -38,6 +38,8 @@ def _nullable(kind: str, **extra: Any) -> dict:
 _STR_LIST = {"type": "array", "items": {"type": "string"}}
 _NOTE_ID = "A note_id from search_notes, recent_notes or similar_notes."
 
+_SPANS = {"type": "array", "items": {"type": "array", "items": {"type": "integer"},
+                                     "minItems": 2, "maxItems": 2}}
 HIT = {
     "type": "object",
     "properties": {
@@ -50,6 +52,19 @@ HIT = {
         "heading_path": {"type": "string", "description": "Headings above the passage "
                          "that matched, outermost first, joined by ' > '."},
         "snippet": {"type": "string", "maxLength": SNIPPET_CHARS},
+        "spans": {**_SPANS, "description": "Where the query's words are in the snippet: "
+                  "[start, end) character offsets (for a note found by meaning alone, "
+                  "none, or its sentence nearest the query)."},
+        "passages": {
+            "type": "array", "maxItems": 3,
+            "description": "The note's best matching passages, best first (the snippet's "
+                           "first), each cut around its first match.",
+            "items": {"type": "object", "properties": {
+                "heading_path": {"type": "string"},
+                "text": {"type": "string", "maxLength": SNIPPET_CHARS},
+                "spans": {**_SPANS, "description": "The query's words in text."},
+                "score": {"type": "number"}},
+                "required": ["heading_path", "text", "spans", "score"]}},
         "score": {"type": "number"},
         "modified": _nullable("string", description="ISO 8601, local time."),
         "archived": {"type": "boolean"},
@@ -252,14 +267,52 @@ def iso(t: float | None) -> str | None:
 
 
 def _hit(h: dict) -> dict:
-    snippet = " ".join(str(h.get("snippet") or "").split())
-    if len(snippet) > SNIPPET_CHARS:
-        snippet = snippet[:SNIPPET_CHARS - 1].rstrip() + "…"
+    snippet, spans = cut(str(h.get("snippet") or ""), h.get("snippet_spans") or [],
+                         SNIPPET_CHARS, around=False)
+    passages = []
+    for p in (h.get("passages") or [])[:3]:
+        text, marks = cut(str(p.get("text") or ""), p.get("spans") or [], SNIPPET_CHARS)
+        passages.append({"heading_path": str(p.get("heading_path") or ""), "text": text,
+                         "spans": marks, "score": float(p.get("score") or 0.0)})
     return {"note_id": h["note_id"], "title": h["title"], "source": h["source"],
             "url": h["url"], "path": h.get("path"), "tags": list(h.get("tags") or []),
             "heading_path": h.get("heading_path") or "", "snippet": snippet,
+            "spans": spans, "passages": passages,
             "score": float(h.get("score") or 0.0), "modified": iso(h.get("modified")),
             "archived": bool(h.get("archived"))}
+
+
+def cut(text: str, spans: list, limit: int, around: bool = True
+        ) -> tuple[str, list[list[int]]]:
+    """``text`` on one line (runs of whitespace as one space) and at most ``limit``
+    characters, with ``spans`` moved to match and those cut off dropped; ``around``: the
+    cut starts a few words before the first span rather than at the text's start."""
+    out: list[str] = []
+    at: list[int] = []  # where each character of ``text`` went
+    for ch in text:
+        if ch.isspace():
+            if out and out[-1] != " ":
+                out.append(" ")
+            at.append(len(out) - 1 if out else 0)
+        else:
+            at.append(len(out))
+            out.append(ch)
+    flat = "".join(out).rstrip()
+    at.append(len(flat))
+    moved = [[at[s], at[e - 1] + 1] for s, e in spans if 0 <= s < e <= len(text)]
+    start = 0
+    if around and moved and len(flat) > limit and moved[0][0] > 40:
+        space = flat.find(" ", moved[0][0] - 40, moved[0][0])
+        start = space + 1 if space >= 0 else moved[0][0]
+    lead = "…" if start else ""
+    room = limit - len(lead)
+    body = flat[start:]
+    tail = ""
+    if len(body) > room:
+        body, tail = body[:room - 1].rstrip(), "…"
+    shift = len(lead) - start
+    kept = [[s + shift, e + shift] for s, e in moved if s >= start and e - start <= len(body)]
+    return lead + body + tail, kept
 
 
 def _behind(b: dict | None) -> dict | None:

@@ -65,7 +65,7 @@ class BeirSource:
     def load(self, note_id: str) -> Note | None:
         return self._load_all().get(note_id)
 
-    def passage_url(self, note: Note, anchor: str | None) -> str:
+    def passage_url(self, note: Note, anchor: str | None, line: int | None = None) -> str:
         return note.url
 
     def change_token(self) -> str | None:

@@ -278,7 +278,7 @@ class NotesSource:
     def load(self, note_id: str) -> Note | None:
         return self.notes.get(note_id)
 
-    def passage_url(self, note: Note, anchor: str | None) -> str:
+    def passage_url(self, note: Note, anchor: str | None, line: int | None = None) -> str:
         return note.url
 
     def new_note_url(self, title: str, tags: tuple[str, ...] = ()) -> str | None:

@@ -274,6 +274,11 @@ class SqlReads:
         tokens = self._tokens()
         return tokens.prefix(word) if prefix else tokens.terms(word, query=True)
 
+    def located_terms(self, text: str) -> list[tuple[int, int, str]]:
+        """A passage's terms as FTS5 reads them, with their UTF-8 byte offsets in ``text``
+        (what ``search.spans`` marks)."""
+        return self._tokens().located(text)
+
     def scoring_copy(self, terms: Sequence[Term], weights: Sequence[float]
                      ) -> KeywordIndex | None:
         """The keyword copy, when it scores ``terms`` as FTS5 would: built with these

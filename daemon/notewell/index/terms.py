@@ -148,6 +148,12 @@ class Tokens:
         return self._tokenize(text.encode("utf-8", "replace"), flags, None,
                               include_offsets=False, include_colocated=False)
 
+    def located(self, text: str) -> list[tuple[int, int, str]]:
+        """(start, end, term) of each of a passage's terms, in UTF-8 byte offsets of
+        ``text`` (no CJK pairs: a run of those characters is one term here)."""
+        return self._tokenize(text.encode("utf-8", "replace"), apsw.FTS5_TOKENIZE_DOCUMENT,
+                              None, include_offsets=True, include_colocated=False)
+
     def prefix(self, fragment: str) -> list[str]:
         """A word being typed, as FTS5 reads it for a prefix query (its last term is the
         prefix; a word like ``snake_ca`` is two terms)."""

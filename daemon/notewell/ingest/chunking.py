@@ -139,8 +139,11 @@ def section(text: str, heading: str, title: str = "") -> str | None:
     return None
 
 
-def chunk_note(title: str, text: str, settings: ChunkSettings | None = None) -> list[Chunk]:
-    """Passages of a note, in order. An empty note still yields its title as one chunk."""
+def chunk_note(title: str, text: str, settings: ChunkSettings | None = None,
+               first_line: int = 1) -> list[Chunk]:
+    """Passages of a note, in order, each with the line it starts on (``first_line``: the
+    line of the file ``text`` starts on). An empty note still yields its title as one
+    chunk."""
     settings = settings or ChunkSettings()
     sections = split_sections(text, title)
     if not sections:
@@ -149,8 +152,28 @@ def chunk_note(title: str, text: str, settings: ChunkSettings | None = None) -> 
     for path, body in _merge_small(sections, settings):
         for part in _split_long(body, settings):
             pieces.append((path, part))
-    return [Chunk(i, path, body, path[-1] if path else None) for i, (path, body) in
-            enumerate(pieces)]
+    lines = start_lines(text, [body for _, body in pieces], first_line)
+    return [Chunk(i, path, body, path[-1] if path else None, line) for i, ((path, body), line)
+            in enumerate(zip(pieces, lines))]
+
+
+def start_lines(text: str, bodies: list[str], first_line: int = 1) -> list[int | None]:
+    """The line of ``text`` (counted from ``first_line``) each passage starts on: its first
+    line found in the text, after where the one before starts (passages come in order;
+    windows overlap), else its first word; None when neither is there."""
+    out: list[int | None] = []
+    at = 0
+    for body in bodies:
+        head = body.lstrip().split("\n", 1)[0].strip()
+        found = text.find(head, at) if head else -1
+        if found < 0 and head.split():
+            found = text.find(head.split()[0], at)
+        if found < 0:
+            out.append(None)
+            continue
+        out.append(first_line + text.count("\n", 0, found))
+        at = found
+    return out
 
 
 def title_text(note: Note, settings: ChunkSettings | None = None) -> str | None:
@@ -172,7 +195,7 @@ def note_chunks(note: Note, settings: ChunkSettings | None = None
     settings = settings or ChunkSettings()
     out: list[tuple[Chunk, str | None]] = []
     if note.text.strip() or not note.attachments:  # a loose PDF is its pages only
-        out = [(c, None) for c in chunk_note(note.title, note.text, settings)]
+        out = [(c, None) for c in chunk_note(note.title, note.text, settings, note.body_line)]
     for attachment in note.attachments:
         for path, body in attachment_passages(attachment, settings):
             out.append((Chunk(len(out), path, body, None), attachment.url))

@@ -271,7 +271,7 @@ class Syncer:
                 text = chunk.embed_text(note.title)
                 h = Chunk.text_hash(text)
                 texts[h] = text
-                rows.append((chunk, url or source.passage_url(note, chunk.anchor), h))
+                rows.append((chunk, url or source.passage_url(note, chunk.anchor, chunk.line), h))
             title, th = title_text(note, self.chunker), None
             if title is not None:
                 th = Chunk.text_hash(title)

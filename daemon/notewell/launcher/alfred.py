@@ -29,7 +29,24 @@ ICONS = {"bear": "icons/bear.png", "obsidian": "icons/obsidian.png",
          "markdown": "icons/markdown.png"}
 
 
-def hit_item(hit: Hit, query: str = "", dated: bool = False) -> dict:
+# Alfred shows a subtitle's first 70-90 characters: one cut at the first matched word
+# keeps this much before it.
+SUBTITLE_LEAD = 24
+
+
+def around_match(snippet: str, spans: list, lead: int = SUBTITLE_LEAD) -> str:
+    """``snippet`` from a few words before its first matched word (``spans``), "…" in
+    front of what was cut; as it is when the match is near its start or there is none."""
+    if not spans or spans[0][0] <= lead:
+        return snippet
+    start = int(spans[0][0])
+    space = snippet.find(" ", start - lead, start)
+    return "…" + snippet[space + 1 if space >= 0 else start:]
+
+
+def hit_item(hit: Hit, query: str = "", dated: bool = False,
+             preview: str | None = None) -> dict:
+    """One hit as an item; ``preview``: its Quick Look page (``launcher.quicklook``)."""
     location = hit.heading_path or os.path.basename(hit.path or "") or hit.source
     if hit.attachment:
         # "📎 scan.png" alone would not say where the words were found.
@@ -37,7 +54,8 @@ def hit_item(hit: Hit, query: str = "", dated: bool = False) -> dict:
     if dated and hit.modified is not None:
         # A date filter is on: when each note was last changed is what the user weighs.
         location = time.strftime("%Y-%m-%d", time.localtime(hit.modified)) + " · " + location
-    subtitle = f"{location} · {hit.snippet}" if hit.snippet else location
+    shown = around_match(hit.snippet, hit.snippet_spans)
+    subtitle = f"{location} · {shown}" if shown else location
     if hit.archived:
         subtitle = "[archived] " + subtitle
     link = f"[{hit.title}]({hit.url})"
@@ -72,8 +90,9 @@ def hit_item(hit: Hit, query: str = "", dated: bool = False) -> dict:
     # Universal Actions, file actions and drag and drop take ``action``, not ``arg`` (a
     # file:// URL there would be handled as a URL): the file when there is one, else the
     # note's URL (Bear).
+    if preview or hit.path:
+        item["quicklookurl"] = preview or hit.path
     if hit.path:
-        item["quicklookurl"] = hit.path
         item["type"] = "file:skipcheck"
         item["action"] = {"file": hit.path}
     else:
@@ -142,9 +161,12 @@ def notice_item(notice: str) -> dict:
 
 def results_feedback(hits: list[Hit], notices: list[str], query: str,
                      lag: dict | None = None, *, rebuilding: dict | None = None,
-                     new_notes: list[dict] | None = None, dated: bool = False) -> str:
+                     new_notes: list[dict] | None = None, dated: bool = False,
+                     previews: list[str | None] | None = None) -> str:
+    """``previews``: each hit's Quick Look page (``quicklook.write_previews``)."""
     items = [notice_item(n) for n in notices]
-    items += [hit_item(h, query, dated) for h in hits]
+    items += [hit_item(h, query, dated, previews[i] if previews else None)
+              for i, h in enumerate(hits)]
     if not items and not rebuilding and not new_notes:
         items = [message_item(f"No notes match “{query}”",
                               "Try other words, or fewer of them")]

@@ -48,6 +48,7 @@ from notewell.search.presentation import (
 )
 from notewell.search.query import Query, parse
 from notewell.search.ranking import Ranking
+from notewell.search.spans import SpanFinder, marked, more_passages
 from notewell.search.terms import QueryTerm
 
 # The k-NN's passages (chunk id, cosine distance) and titles (note row, cosine distance).
@@ -100,12 +101,15 @@ class Searcher:
 
     # -- public ---------------------------------------------------------------------------
 
-    def run(self, q: Query, limit: int = 20, mode: str = "hybrid") -> SearchResult:
+    def run(self, q: Query, limit: int = 20, mode: str = "hybrid", passages: int = 1
+            ) -> SearchResult:
         """Search for an already parsed query (``query.parse`` or ``query.literal``).
         Typed dates not read yet are read on ``clock``; one that cannot be read raises
-        ``dates.DateError`` (``Engine.search`` makes it a notice)."""
+        ``dates.DateError`` (``Engine.search`` makes it a notice). ``passages``: how many
+        of each note's best passages its hit lists (``Hit.passages``; the launcher's
+        keystroke shows one)."""
         if self._bound is None:
-            return self.on(self.index.view()).run(q, limit, mode)
+            return self.on(self.index.view()).run(q, limit, mode, passages)
         if q.dates:
             q = filters.with_dates(q, self.clock)
         allowed, notices = self.allowed(q)
@@ -123,7 +127,7 @@ class Searcher:
             vector = self.embed_query(text) if text.strip() else None
         dense, titles = self.nearest(text, allowed, share) if vector is not None else ([], [])
         scores = self._fuse(q, vector, dense, lexical, titles)
-        return SearchResult(q, self._hits(scores, q, limit), notices)
+        return SearchResult(q, self._hits(scores, q, limit, passages), notices)
 
     def recent(self, limit: int = 20, allowed: set[int] | None = None) -> list[Hit]:
         if self._bound is None:
@@ -379,15 +383,18 @@ class Searcher:
         self._thread_caches()
         return self._signatures.of(self.reads, notes)
 
-    def _hits(self, scores: dict[int, float], q: Query, limit: int) -> list[Hit]:
+    def _hits(self, scores: dict[int, float], q: Query, limit: int, passages: int = 1
+              ) -> list[Hit]:
         if not scores:
             return []
-        ordered = best_chunks(scores, self.reads.owners(list(scores)))
+        owners = self.reads.owners(list(scores))
+        ordered = best_chunks(scores, owners)
         position = {note: i for i, (note, _) in enumerate(ordered)}
         # Mean vectors for the notes of each batch of hit rows as it is read: most
         # searches stop within the first (0.9 ms for 50 notes at 100k chunks).
         signatures: dict[int, np.ndarray | None] = {}
         hits: list[Hit] = []
+        notes: list[int] = []  # each hit's note row
         seen: set[str] = set()
         shown = Shown(self.ranking, limit)
         # Snippets favour the sentence with the query's rarer words (a typo's as meant).
@@ -401,6 +408,7 @@ class Searcher:
             words = (tuple(t.correction for t in fixes if not t.prefix)
                      + ((*q.words[:-1], typed) if typed else q.words))
         picker = SnippetPicker(words, q.partial, weights)
+        marks = SpanFinder(found, words)
         chunks, batch = [chunk for _, chunk in ordered], limit + 5
         # Read a batch of passages at a time: most searches stop after the first (only
         # duplicates make them read on).
@@ -423,10 +431,14 @@ class Searcher:
                 if signature is not None:
                     shown.add(signature, p.title)
                 passage = clean_passage(p.text)
-                hits.append(to_hit(p, picker.pick(passage), passage, scores[p.chunk_id]))
+                notes.append(p.note)
+                hits.append(marked(to_hit(p, picker.pick(passage), passage,
+                                          scores[p.chunk_id]), marks, self.reads))
                 if len(hits) >= limit:
-                    return hits
-        return hits
+                    break
+            if len(hits) >= limit:
+                break
+        return more_passages(hits, notes, scores, owners, passages, marks, self.reads)
 
 
 def _within_reach(titles: list[tuple[int, float]], chunks: list[tuple[int, float]], k: int

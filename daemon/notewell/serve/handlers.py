@@ -42,7 +42,7 @@ from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import Config
 from notewell.engine import Engine, ReadView
 from notewell.index import failures
-from notewell.launcher import alfred
+from notewell.launcher import alfred, quicklook
 from notewell.serve.background import Background, SyncError
 from notewell.serve.response_cache import ResponseCache
 from notewell.serve.transport import error_reply
@@ -271,7 +271,9 @@ class Handlers:
         cached = self._responses.get(key, version) if version else None
         if cached is not None:
             return cached
-        found = api.searched(view, args)
+        # JSON clients (Raycast, MCP, the CLI) show a note's next best passages too; the
+        # keystroke's Alfred list needs only the one it shows.
+        found = api.searched(view, args, passages=1 if fmt == "alfred" else None)
         if self.config.debug_log and found.result:  # queries are private: logged if asked
             log.info("search %r (%s): %d hits", query, args["mode"], len(found.result.hits))
         if fmt == "alfred":
@@ -381,9 +383,14 @@ def _alfred(found: api.Searched, lag: dict | None, rebuilding: dict | None) -> s
     """A search's answer as Alfred's JSON, with the daemon's state in it."""
     if found.result is None:  # "#" or "#wor": the tags, not a search
         return alfred.tags_feedback(found.tags or [], found.query)
-    return alfred.results_feedback(
+    # Quick Look's pages are named now and written after the answer is rendered, by
+    # their own thread: the keystroke never waits on the disk.
+    previews = quicklook.writer().job(found.result.hits)
+    out = alfred.results_feedback(
         found.result.hits, found.result.notices, found.query, lag, rebuilding=rebuilding,
-        new_notes=found.new_notes, dated=found.result.query.dated)
+        new_notes=found.new_notes, dated=found.result.query.dated, previews=previews.paths)
+    quicklook.writer().submit(previews)
+    return out
 
 
 def _ok(result: dict) -> dict:

@@ -129,8 +129,9 @@ class Source(Protocol):
         """The full note, ``None`` if it vanished; raises ``SourceWarning`` if unreadable."""
         ...
 
-    def passage_url(self, note: Note, anchor: str | None) -> str:
-        """The link that opens ``note`` at the heading ``anchor`` where the app can."""
+    def passage_url(self, note: Note, anchor: str | None, line: int | None = None) -> str:
+        """The link that opens ``note`` at the heading ``anchor`` (or the file's ``line``,
+        1-based) where the app can."""
         ...
 
     def new_note_url(self, title: str, tags: tuple[str, ...] = ()) -> str | None:

@@ -510,7 +510,7 @@ class BearSource:
             url += "&tags=" + urllib.parse.quote(",".join(tags), safe="")
         return url
 
-    def passage_url(self, note: Note, anchor: str | None) -> str:
+    def passage_url(self, note: Note, anchor: str | None, line: int | None = None) -> str:
         if not anchor:
             return note.url
         return note.url + "&header=" + urllib.parse.quote(anchor, safe="")

@@ -204,6 +204,7 @@ class MarkdownSource:
             fingerprint=self._fingerprint(rel, st, links),
             attachments=attachments,
             warnings=warnings,
+            body_line=text.count("\n", 0, len(text) - len(body)) + 1,
         ))
 
     # -- PDFs ---------------------------------------------------------------------------------
@@ -316,13 +317,19 @@ class MarkdownSource:
 
     def note_url(self, rel: str, path: str) -> str:
         template = self.config.options.get("url_template")
-        quoted = urllib.parse.quote(path)
         if template:
-            return str(template).replace("{path}", quoted).replace("{rel}", urllib.parse.quote(rel))
-        return "file://" + quoted
+            return _templated(str(template), rel, path, 1)
+        return "file://" + urllib.parse.quote(path)
 
-    def passage_url(self, note: Note, anchor: str | None) -> str:
-        return note.url
+    def passage_url(self, note: Note, anchor: str | None, line: int | None = None) -> str:
+        """The note's link; at the passage's ``line`` where ``url_template`` has ``{line}``."""
+        return self._line_url(note, line) or note.url
+
+    def _line_url(self, note: Note, line: int | None) -> str | None:
+        template = self.config.options.get("url_template")
+        if not line or not template or "{line}" not in str(template) or not note.path:
+            return None
+        return _templated(str(template), self._rel(note.note_id), note.path, line)
 
     def new_note_url(self, title: str, tags: tuple[str, ...] = ()) -> str | None:
         """The link that asks the editor named by the ``new_note_url`` option to create a
@@ -347,6 +354,12 @@ class MarkdownSource:
 # frontmatter dates; 3: text in NFC). Only notes whose passages changed are embedded again:
 # for those changes, none but the notes that link PDFs, and the notes not in NFC.
 _READ = 3
+
+
+def _templated(template: str, rel: str, path: str, line: int) -> str:
+    """A ``url_template`` filled: ``{path}`` and ``{rel}`` URL-encoded, ``{line}`` 1-based."""
+    return (template.replace("{path}", urllib.parse.quote(path))
+            .replace("{rel}", urllib.parse.quote(rel)).replace("{line}", str(line)))
 
 
 def _pdf_fingerprint(rel: str, st: os.stat_result) -> str:

@@ -150,8 +150,10 @@ class ObsidianSource(MarkdownSource):
             return super().note_url(rel, path)
         return self._open_url(self._file_param(rel))
 
-    def passage_url(self, note: Note, anchor: str | None) -> str:
-        if not anchor or self.config.options.get("url_template"):
+    def passage_url(self, note: Note, anchor: str | None, line: int | None = None) -> str:
+        if self.config.options.get("url_template"):  # the user's editor, at ``{line}``
+            return super().passage_url(note, anchor, line)
+        if not anchor:
             return note.url
         rel = self._rel(note.note_id)
         return self._open_url(f"{self._file_param(rel)}#{anchor}")

@@ -87,6 +87,17 @@ def model_dir() -> str:
     return _absolute(env) if env else _join(home(), "models")
 
 
+def cache_dir() -> str:
+    """What the daemon can make again at any time, under the home (never beside the notes);
+    created 0700 (``ensure_private_dir``) by what writes there."""
+    return _join(home(), "cache")
+
+
+def preview_dir() -> str:
+    """Alfred's Quick Look previews of hits (``launcher.quicklook``), a bounded number."""
+    return _join(cache_dir(), "previews")
+
+
 def log_dir() -> str:
     if sys.platform == "darwin" and not _env("NOTEWELL_HOME"):
         return _join(_user_home(), "Library", "Logs", APP)

@@ -3,10 +3,11 @@
  * transport measurement (it is not part of the extension). Bundle and run it with:
  *   npx esbuild scripts/probe.ts --bundle --platform=node --outfile=/tmp/probe.js
  *   node /tmp/probe.js socket-path | command [PREFERENCE] | search QUERY | similar NOTE_ID |
- *     wording REPLY_JSON | bench N QUERY...
+ *     wording REPLY_JSON | detail HIT_JSON | bench N QUERY...
  */
 import { execFileSync } from "node:child_process";
 import { DaemonDown, DaemonError, results, search, similar } from "../src/daemon";
+import { detailMarkdown } from "../src/marks";
 import { notewellCommand, notewellHome, socketPath } from "../src/paths";
 import { behindLine, newNoteLine, noticeLine, rebuildingLine, tagLine } from "../src/wording";
 
@@ -28,6 +29,11 @@ async function main(argv: string[]): Promise<number> {
       ...(r.new_note ?? []).map((n) => newNoteLine(n, r.hits.length > 0)),
     ];
     console.log(JSON.stringify(lines));
+    return 0;
+  }
+  if (command === "detail") {
+    // The detail pane's Markdown for a hit (JSON).
+    console.log(JSON.stringify(detailMarkdown(JSON.parse(rest[0] ?? "{}"))));
     return 0;
   }
   if (command === "command") {

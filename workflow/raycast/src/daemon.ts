@@ -26,6 +26,17 @@ export interface Hit {
   modified: number | null;
   archived: boolean;
   attachment?: string | null; // the file the passage came from (a PDF, an image Bear read)
+  spans?: number[][]; // the query's words in `passage`: [start, end) in code points
+  snippet_spans?: number[][];
+  passages?: Passage[]; // the note's best passages, best first (the shown one first)
+}
+
+/** One of a note's passages that matched, with the query's words in it. */
+export interface Passage {
+  text: string;
+  heading_path: string;
+  spans: number[][];
+  score: number;
 }
 
 /** Creating a note from the query in a source's own app (its URL scheme does the writing). */

@@ -29,6 +29,7 @@ import {
   similar,
   startDaemon,
 } from "./daemon";
+import { detailMarkdown } from "./marks";
 import { notewellCommand, notewellHome, socketPath } from "./paths";
 import { APP_NAMES, behindLine, newNoteLine, noticeLine, rebuildingLine, tagLine } from "./wording";
 
@@ -286,7 +287,7 @@ function HitDetail({ hit }: { hit: Hit }) {
   const Meta = List.Item.Detail.Metadata;
   return (
     <List.Item.Detail
-      markdown={`## ${hit.title}\n\n${hit.passage}`}
+      markdown={detailMarkdown(hit)}
       metadata={
         <Meta>
           <Meta.Label title="Source" text={`${hit.source} (${hit.kind})`} />
