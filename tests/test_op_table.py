@@ -78,7 +78,7 @@ TOOL_OF = {spec.op: spec for spec in tools.TOOLS.values()}
 # What only a running daemon knows, in its status (``serve.handlers``); the CLI's own
 # ``notewell status`` adds "state": "not running".
 DAEMON_STATUS = {"state", "problem", "pid", "uptime", "socket", "last_reports",
-                 "mcp_sessions", "rebuilding", "watching", "behind"}
+                 "mcp_sessions", "rebuilding", "watching", "behind", "disk_full"}
 # Status values that differ by nature: a daemon's in-memory copies (a one-shot engine
 # keeps none), and the file's size (the daemon's close checkpoints its WAL).
 # A daemon holds the in-memory copies; a one-shot command never builds them.
