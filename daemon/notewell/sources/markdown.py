@@ -427,6 +427,8 @@ def atx_heading(line: str, indent: int = 3, closing: bool = True) -> tuple[int, 
     (CommonMark), without it every trailing ``#`` (the chunker's older reading, kept so
     its heading paths stay). A scan, not a regex: a lazy ``(.+?)`` before an optional
     tail is quadratic on a long line of spaces."""
+    if line[:1] not in ("#", " ", "\t"):  # most lines: no copy made
+        return None
     start = len(line) - len(line.lstrip(" \t"))
     if start > indent or line[start:start + 1] != "#":
         return None
