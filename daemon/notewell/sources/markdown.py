@@ -509,8 +509,12 @@ def inline_tags(body: str) -> list[str]:
     """``#tag`` and ``#nested/tag`` outside code (fenced blocks, inline code) and heading
     lines (``# Using #find_or_create_by`` names a method); pure numbers (``#1``) are not
     tags."""
-    kept = [line for line, code in iter_fenced(body.splitlines())
-            if not code and not atx_heading(line)]
+    if "#" not in body:
+        return []
+    lines = body.splitlines()
+    if "```" in body or "~~~" in body:
+        lines = [line for line, code in iter_fenced(lines) if not code]
+    kept = [line for line in lines if not atx_heading(line)]
     text = _INLINE_CODE.sub(" ", "\n".join(kept))
     text = _HTML_TAG.sub(" ", strip_comments(text))
     tags = []
