@@ -182,8 +182,8 @@ def test_the_upgrade_to_title_vectors_re_chunks_embedding_only_the_titles(home, 
     package = copy_package(site)
     chunking = package / "ingest" / "chunking.py"
     text = chunking.read_text()
-    assert "    version: int = 2\n" in text
-    chunking.write_text(text.replace("    version: int = 2\n", "    version: int = 1\n"))
+    assert "    version: int = 3\n" in text
+    chunking.write_text(text.replace("    version: int = 3\n", "    version: int = 1\n"))
     record = tmp_path / "embedded.txt"
     env = subprocess_env(home, PYTHONPATH=str(site))
     log = home / "daemon-titles.log"
@@ -195,11 +195,11 @@ def test_the_upgrade_to_title_vectors_re_chunks_embedding_only_the_titles(home, 
         before = wait_for(d, synced(__version__))["chunker"]
         assert before.endswith("version=1")
         passages = record.read_text().splitlines()
-        chunking.write_text(text)  # the upgrade: version 2 again
+        chunking.write_text(text)  # the upgrade: version 3 again (2 brought the titles)
         bump_version(package, NEW)
         keystroke(package, home, "lisbon tram", zsh=False)
         after = wait_for(d, lambda r: synced(NEW)(r) and r["result"]["chunker"] != before)
-        assert after["chunker"].endswith("version=2") and after["notes"] == 4
+        assert after["chunker"].endswith("version=3") and after["notes"] == 4
         embedded = record.read_text().splitlines()[len(passages):]
         titles = {"Banana bread\nkitchen/banana-bread", "Lisbon weekend\ntravel/lisbon",
                   "Postgres vacuum\ndb/postgres-vacuum", "Undo the last commit\ngit/undo-commit"}

@@ -21,6 +21,29 @@ class NoteStub:
     fingerprint: str  # e.g. mtime+size for a file; modification date + Z_OPT for Bear
 
 
+# The most of a note's fields that any reply carries, so that no note, however it is
+# written (a 1 MB heading line, ten thousand #tags, a pasted image), pushes a reply over
+# the frame limit (``wire.protocol.MAX_REPLY_BYTES``): a hit is at most about 20 KB of
+# text, 50 hits (``wire.requests.MAX_LIMIT``) about 1 MB. Cut where notes are read and
+# again where hits are made (an index cut before these bounds existed still answers).
+MAX_TITLE_CHARS = 500
+MAX_TAG_CHARS = 100
+MAX_TAGS = 200  # per note
+MAX_HEADING_CHARS = 200  # one heading of a heading path (up to six deep)
+MAX_PASSAGE_CHARS = 4_000  # a passage: 170 word pieces of prose are about 1,000
+
+
+def cut(text: str, limit: int) -> str:
+    """``text`` at most ``limit`` characters, an ellipsis marking a cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def bounded_tags(tags) -> tuple[str, ...]:
+    """A note's tags within ``MAX_TAGS`` of ``MAX_TAG_CHARS`` each (longer ones are no
+    tags anyone types: dropped)."""
+    return tuple(t for t in tags if len(t) <= MAX_TAG_CHARS)[:MAX_TAGS]
+
+
 # The first heading of an attachment's passages starts with this mark: the launcher says
 # "from an attachment" and the tokenizer reads it as a separator, not as a word.
 ATTACHMENT_MARK = "\U0001f4ce "  # paperclip
@@ -169,10 +192,11 @@ def nfc(text: str) -> str:
 
 def nfc_note(note: Note) -> Note:
     """``note`` with everything that is indexed in NFC (title, text, tags, aliases, its
-    attachments' text); its id, path and link stay as the source names them."""
+    attachments' text), its title and tags within their bounds (``MAX_TITLE_CHARS``);
+    its id, path and link stay as the source names them."""
     return dataclasses.replace(
-        note, title=nfc(note.title), text=nfc(note.text),
-        tags=tuple(nfc(t) for t in note.tags), aliases=tuple(nfc(a) for a in note.aliases),
+        note, title=cut(nfc(note.title), MAX_TITLE_CHARS), text=nfc(note.text),
+        tags=bounded_tags(nfc(t) for t in note.tags), aliases=tuple(nfc(a) for a in note.aliases),
         attachments=tuple(dataclasses.replace(a, name=nfc(a.name),
                                               pages=tuple(nfc(p) for p in a.pages))
                           for a in note.attachments))

@@ -8,6 +8,11 @@ single punctuation marks), which is how BERT's pre-tokenizer splits text before 
 see ``ChunkSettings`` for the measured budget. A Chinese, Japanese or Korean character
 counts as a piece (``index.cjk``), and a sentence ends at 。！？ too, so text without
 spaces is cut to the same budget.
+
+No passage is longer than ``notes.MAX_PASSAGE_CHARS``, whatever the note: a run of
+base64 (a pasted data-URI image) or any other long run without spaces is read as
+``[data]`` before cutting, neither embedded nor indexed as words, and a word still over
+the bound is cut in pieces. Every step runs in linear time on any text (issue 36).
 """
 
 from __future__ import annotations
@@ -16,14 +21,18 @@ import re
 from dataclasses import asdict, dataclass
 
 from notewell.index.cjk import CJK_CHARS
-from notewell.notes import Attachment, Chunk, Note
-from notewell.sources.markdown import iter_fenced, path_alias
+from notewell.notes import MAX_HEADING_CHARS, MAX_PASSAGE_CHARS, Attachment, Chunk, Note, cut
+from notewell.sources.markdown import atx_heading, iter_fenced, path_alias
 
 # A Chinese, Japanese or Korean character is a piece of its own: those scripts put no
 # spaces between words, and a model reads about one token per character or two.
 _PIECE = re.compile(rf"[{CJK_CHARS}]|(?:(?![{CJK_CHARS}])\w)+|[^\w\s]")
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])(?=\S)")
+# Base64 and hex runs (data URIs, keys, hashes dumped in bulk): only from a run's start, so
+# each run is read once; so is any run of 1,000 characters without a space.
+_BLOB = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{200,}")
+_LONG_WORD = re.compile(r"(?<!\S)\S{1000,}")
+BLOB_MARK = "[data]"
 
 
 @dataclass(frozen=True)
@@ -33,12 +42,14 @@ class ChunkSettings:
     come first, so 170 pieces keeps nearly every chunk inside the window (see README).
 
     ``version`` 2 adds a title vector per note (``title_text``); an index cut by
-    version 1 is re-chunked beside on upgrade, embedding only the titles."""
+    version 1 is re-chunked beside on upgrade, embedding only the titles. 3 reads blobs
+    as ``[data]`` and bounds passages and headings in characters (``drop_blobs``): only
+    the notes that hold such things get new passages."""
 
     max_pieces: int = 170
     min_pieces: int = 40
     overlap_pieces: int = 30
-    version: int = 2
+    version: int = 3
 
     @property
     def titles(self) -> bool:
@@ -65,6 +76,33 @@ REFERENCE_TOKENS = 256  # the tokens ``ChunkSettings``'s defaults were measured 
 
 def count_pieces(text: str) -> int:
     return len(_PIECE.findall(text))
+
+
+def drop_blobs(text: str) -> str:
+    """``text`` with each run of 200+ base64/hex characters, and each run of 1,000+
+    characters without a space, as ``[data]``: a pasted image is no words to find, and
+    one such run made a 7.9 MB passage (issue 36)."""
+    if len(text) < 200:
+        return text
+    return _LONG_WORD.sub(BLOB_MARK, _BLOB.sub(BLOB_MARK, text))
+
+
+def _bounded(body: str) -> list[str]:
+    """``body`` in parts of at most ``MAX_PASSAGE_CHARS``, cut at a line break or a space
+    in the last quarter of the bound when there is one, else anywhere."""
+    if len(body) <= MAX_PASSAGE_CHARS:
+        return [body]
+    parts, at, top = [], 0, MAX_PASSAGE_CHARS
+    while len(body) - at > top:
+        end = max(body.rfind("\n", at, at + top), body.rfind(" ", at, at + top))
+        end = end if end >= at + top * 3 // 4 else at + top
+        part = body[at:end].strip()
+        if part:
+            parts.append(part)
+        at = end
+    if body[at:].strip():
+        parts.append(body[at:].strip())
+    return parts
 
 
 @dataclass
@@ -98,10 +136,11 @@ def _heading_lines(text: str, title: str = "", keep_title: bool = False
     stack: list[tuple[int, str]] = []
     first_heading = True
     for n, (line, in_code) in enumerate(iter_fenced(text.splitlines())):
-        h = None if in_code else _HEADING.match(line)
+        # No indentation, every trailing "#" dropped: the heading paths indexes hold.
+        h = None if in_code else atx_heading(line, indent=0, closing=False)
         if not h:
             continue
-        level, heading = len(h.group(1)), h.group(2).strip()
+        level, heading = h[0], cut(h[1].strip(), MAX_HEADING_CHARS)
         if first_heading and level == 1 and heading.lower() == title.strip().lower():
             first_heading = False
             if keep_title:
@@ -145,13 +184,15 @@ def chunk_note(title: str, text: str, settings: ChunkSettings | None = None,
     line of the file ``text`` starts on). An empty note still yields its title as one
     chunk."""
     settings = settings or ChunkSettings()
+    if settings.version >= 3:
+        text = drop_blobs(text)
     sections = split_sections(text, title)
     if not sections:
         return [Chunk(0, (), title.strip())] if title.strip() else []
     pieces: list[tuple[tuple[str, ...], str]] = []
     for path, body in _merge_small(sections, settings):
         for part in _split_long(body, settings):
-            pieces.append((path, part))
+            pieces.extend((path, p) for p in _bounded(part))
     lines = start_lines(text, [body for _, body in pieces], first_line)
     return [Chunk(i, path, body, path[-1] if path else None, line) for i, ((path, body), line)
             in enumerate(zip(pieces, lines))]
@@ -205,7 +246,7 @@ def note_chunks(note: Note, settings: ChunkSettings | None = None
 def attachment_passages(attachment: Attachment, settings: ChunkSettings
                         ) -> list[tuple[tuple[str, ...], str]]:
     """(heading path, passage) of one attachment, chunked page by page."""
-    pages = [p.strip() for p in attachment.pages]
+    pages = [(drop_blobs(p) if settings.version >= 3 else p).strip() for p in attachment.pages]
     several = sum(1 for p in pages if p) > 1
     out = []
     for number, text in enumerate(pages, 1):
@@ -213,7 +254,7 @@ def attachment_passages(attachment: Attachment, settings: ChunkSettings
             continue
         path = ((attachment.heading, f"page {number}") if several
                 else (attachment.heading,))
-        out.extend((path, part) for part in _split_long(text, settings))
+        out.extend((path, p) for part in _split_long(text, settings) for p in _bounded(part))
     return out
 
 

@@ -8,13 +8,14 @@ encoding) is written once, by ``wire.alfred_json``, which the client's own messa
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
 import time
 from typing import TYPE_CHECKING
 
-from notewell.notes import ATTACHMENT_MARK
+from notewell.notes import ATTACHMENT_MARK, MAX_PASSAGE_CHARS, MAX_TITLE_CHARS, cut
 from notewell.wire import alfred_json
 from notewell.wire.alfred_json import message_item
 
@@ -27,6 +28,20 @@ if TYPE_CHECKING:
 
 ICONS = {"bear": "icons/bear.png", "obsidian": "icons/obsidian.png",
          "markdown": "icons/markdown.png"}
+
+
+# One item's text at most (the passage goes into four fields): 50 items, the most a reply
+# holds (``wire.requests.MAX_LIMIT``), stay near 1 MB, far under the 16 MiB frame limit.
+SNIPPET_CHARS = 300
+HEADING_CHARS = 300
+
+
+def bounded(hit: Hit) -> Hit:
+    """``hit`` with each field within the item's bounds, whatever the index holds."""
+    return dataclasses.replace(
+        hit, title=cut(hit.title, MAX_TITLE_CHARS), snippet=cut(hit.snippet, SNIPPET_CHARS),
+        heading_path=cut(hit.heading_path, HEADING_CHARS),
+        passage=cut(hit.passage, MAX_PASSAGE_CHARS))
 
 
 # Alfred shows a subtitle's first 70-90 characters: one cut at the first matched word
@@ -47,6 +62,7 @@ def around_match(snippet: str, spans: list, lead: int = SUBTITLE_LEAD) -> str:
 def hit_item(hit: Hit, query: str = "", dated: bool = False,
              preview: str | None = None) -> dict:
     """One hit as an item; ``preview``: its Quick Look page (``launcher.quicklook``)."""
+    hit = bounded(hit)
     location = hit.heading_path or os.path.basename(hit.path or "") or hit.source
     if hit.attachment:
         # "📎 scan.png" alone would not say where the words were found.

@@ -19,7 +19,15 @@ import numpy as np
 from notewell.index.cjk import has_cjk
 from notewell.index.lru import SharedLRU
 from notewell.index.reads import Passage, Reads
-from notewell.notes import ATTACHMENT_MARK, Hit
+from notewell.notes import (
+    ATTACHMENT_MARK,
+    MAX_HEADING_CHARS,
+    MAX_PASSAGE_CHARS,
+    MAX_TITLE_CHARS,
+    Hit,
+    bounded_tags,
+    cut,
+)
 from notewell.search.ranking import Ranking
 
 _SIGNATURES_CACHED = 2_000  # notes' mean vectors, shared by the worker threads: 3 MB
@@ -43,10 +51,12 @@ def best_chunks(scores: dict[int, float], owners: list[tuple[int, int, int]]
 
 
 def to_hit(p: Passage, snippet: str, passage: str, score: float) -> Hit:
-    return Hit(note_id=p.note_id, title=p.title, source=p.source, kind=p.kind, url=p.url,
-               path=p.path, tags=json.loads(p.tags), heading_path=p.heading, snippet=snippet,
-               passage=passage, score=score, modified=p.modified, archived=bool(p.archived),
-               attachment=attachment_of(p.heading))
+    # Within the bounds of ``notes`` again: an index cut before them still answers.
+    return Hit(note_id=p.note_id, title=cut(p.title, MAX_TITLE_CHARS), source=p.source,
+               kind=p.kind, url=p.url, path=p.path, tags=list(bounded_tags(json.loads(p.tags))),
+               heading_path=cut(p.heading, 6 * (MAX_HEADING_CHARS + 3)), snippet=snippet,
+               passage=cut(passage, MAX_PASSAGE_CHARS), score=score, modified=p.modified,
+               archived=bool(p.archived), attachment=attachment_of(p.heading))
 
 
 def attachment_of(heading: str) -> str | None:
@@ -123,13 +133,20 @@ class Shown:
                    for other, sim in zip(self.titles, sims.tolist()))
 
 
-_COPY_SUFFIX = re.compile(r"(?:\s*\(\d+\)|\s+copy(?:\s+\d+)?)$")
+# " (1)", " copy", " copy 2" at the end; found from their start ("(", "copy"), since
+# ``(?:\s*\(\d+\)|\s+copy(?:\s+\d+)?)$`` is quadratic on a long run of spaces.
+_NUMBER_SUFFIX = re.compile(r"\(\d+\)$")
+_COPY_SUFFIX = re.compile(r"\scopy(?:\s+\d+)?$")
 
 
 @functools.lru_cache(maxsize=4096)
 def title_key(title: str) -> str:
     """A title as a duplicated import keeps it: case, punctuation and " (1)" dropped."""
-    return " ".join(re.findall(r"\w+", _COPY_SUFFIX.sub("", title.strip().lower())))
+    title = title.strip().lower()
+    m = _NUMBER_SUFFIX.search(title) or _COPY_SUFFIX.search(title)
+    if m:
+        title = title[:m.start()].rstrip()
+    return " ".join(re.findall(r"\w+", title))
 
 
 # Typing shows the same passages keystroke after keystroke: their cleaned text and

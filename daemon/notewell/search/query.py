@@ -7,6 +7,7 @@ work, shared by the daemon, the CLI and the evaluation."""
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 from notewell.index import cjk
@@ -41,10 +42,13 @@ class Query:
     dates: tuple[tuple[str, str], ...] = ()
     created_after: float | None = None
     created_before: float | None = None
+    # Emoji and other pictographs in the text ("🍞"): no words for the keyword index
+    # (FTS5's unicode61 reads them as separators), but something to search by meaning.
+    symbols: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not self.words and self.similar_to is None
+        return not self.words and not self.symbols and self.similar_to is None
 
     @property
     def dated(self) -> bool:
@@ -76,7 +80,12 @@ def parse(raw: str) -> Query:
     words = _words(text)
     partial = bool(words) and not raw.endswith((" ", "\t")) and bool(_WORD.search(raw[-1:]))
     return Query(raw, text, tuple(tags), tuple(sources), similar, words, partial,
-                 dates=tuple(dates))
+                 dates=tuple(dates), symbols=symbols(text))
+
+
+def symbols(text: str) -> tuple[str, ...]:
+    """The pictographs of ``text`` (Unicode "Symbol, other": emoji, ✓, ♥), in order."""
+    return tuple(ch for ch in text if not ch.isascii() and unicodedata.category(ch) == "So")
 
 
 _TYPING_TAG = re.compile(r"#([\w/\-]*)")
@@ -93,7 +102,7 @@ def literal(text: str) -> Query:
     """A finished query read as plain text: no filters, no word still being typed (for
     benchmark queries, which may contain ``#`` or ``in:`` as ordinary words)."""
     text = " ".join(clean(text).split())
-    return Query(text, text, words=_words(text))
+    return Query(text, text, words=_words(text), symbols=symbols(text))
 
 
 def _words(text: str) -> tuple[str, ...]:

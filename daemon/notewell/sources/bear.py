@@ -43,7 +43,7 @@ from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import SourceConfig
 from notewell.notes import Attachment, Note, NoteStub, nfc, nfc_note
 from notewell.sources.base import SourceDenied, SourceError, access_problem, is_denied
-from notewell.sources.markdown import iter_fenced, render_links
+from notewell.sources.markdown import iter_fenced, render_links, strip_comments
 
 log = logging.getLogger(__name__)
 
@@ -173,9 +173,10 @@ def minimal_tags(titles: list[str]) -> list[str]:
     return sorted(dict.fromkeys(out), key=str.lower)
 
 
-_ATTACHMENT = re.compile(r"\[(?:image|file|assets?):[^\]\n]+\]")  # Bear 1 attachment markers
-_COMMENT = re.compile(r"<!--.*?-->", re.S)  # Bear 2 keeps image sizes in HTML comments
-_IMAGE = re.compile(r"!\[([^\]\n]*)\]\([^)\n]*\)")
+# Bear 1 attachment markers, and images. No run crosses a "[" (where the next one may
+# start), so each runs in linear time on any note (sources.markdown).
+_ATTACHMENT = re.compile(r"\[(?:image|file|assets?):[^\[\]\n]+\]")
+_IMAGE = re.compile(r"!\[([^\[\]\n]*)\]\([^()\n]*\)")
 
 
 def bear_body(text: str, title: str, tags: list[str]) -> str:
@@ -186,7 +187,7 @@ def bear_body(text: str, title: str, tags: list[str]) -> str:
     first, _, rest = text.partition("\n")
     if first.lstrip("#").strip() == title.strip():
         text = rest
-    text = _COMMENT.sub("", text)
+    text = strip_comments(text, (("<!--", "-->"),), "")  # Bear 2's image sizes
     text = _IMAGE.sub(lambda m: m.group(1), text)
     text = _ATTACHMENT.sub("", text)
     tag_rx = _tag_regex(tags)

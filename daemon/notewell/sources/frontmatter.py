@@ -113,7 +113,17 @@ def _scalar(value: str) -> str:
         return value[1:-1].replace("''", "'")
     if len(value) >= 2 and value[0] == value[-1] == '"':
         return _DQ_ESCAPE.sub(_unescape, value[1:-1])
-    return re.sub(r"\s+#.*$", "", value)
+    return _drop_comment(value)
+
+
+_COMMENT_START = re.compile(r"\s#")
+
+
+def _drop_comment(value: str) -> str:
+    """A plain value without its `` # comment`` (as ``\\s+#.*$``, which is quadratic on a
+    long run of spaces: the run before the first "#" after a space goes with it)."""
+    m = _COMMENT_START.search(value)
+    return value if m is None else value[:m.start() + 1].rstrip()
 
 
 def meta_title(meta: dict) -> str | None:

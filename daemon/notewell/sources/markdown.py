@@ -36,10 +36,16 @@ from notewell.sources.pdf import MAX_PDF_BYTES, PdfProblem, PdfTexts
 
 MAX_NOTE_BYTES = 8 * 1024 * 1024
 PDF_MODES = ("linked", "all", "none")
-# ![[file.pdf]], [[file.pdf|label]], [[file.pdf#page=2]] and ![x](file.pdf), [x](<a b.pdf>)
-_WIKI_PDF = re.compile(r"\[\[([^\]|#\n]+?\.pdf)(?:#[^\]|\n]*)?(?:\|[^\]\n]*)?\]\]", re.I)
-_MD_PDF = re.compile(r"\]\(\s*(?:<([^>\n]+?\.pdf)>|([^)\s]+?\.pdf))(?:#[^)\s]*)?"
-                     r"(?:\s+[\"'][^)]*)?\)", re.I)
+# Every pattern that reads a note's text runs in linear time (issue 36: 8 KB of "[[" took
+# 6 s): no repeated run in it may cross the character that starts a match ("[" of "[[",
+# "]" of "]("), so a start that fails costs at most the text up to the next start. What a
+# regex cannot say that way is a scan with ``str.find`` (comments, fences, headings).
+# ![[file.pdf]], [[file.pdf|label]], [[file.pdf#page=2]] and ![x](file.pdf), [x](<a b.pdf>);
+# an Obsidian file name holds no [ ] # | (the app refuses them).
+_WIKI_PDF = re.compile(r"\[\[([^\[\]|#\n]+?\.pdf)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]",
+                       re.I)
+_MD_PDF = re.compile(r"\]\(\s*(?:<([^<>\n]+?\.pdf)>|([^)\s\]#]+?\.pdf))(?:#[^)\s\]]*)?"
+                     r"(?:\s+[\"'][^)\]]*)?\)", re.I)
 
 
 class MarkdownSource:
@@ -399,12 +405,13 @@ def decode_note(raw: bytes, path: str) -> str:
         return raw.decode("cp1252", errors="replace")
 
 
-_ATX_HEADING = re.compile(r"^[ \t]{0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 _SETEXT_H1 = re.compile(r"^[ \t]{0,3}=+[ \t]*$")
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
-# Lines that may stand above a note's title without being its content.
-_PREAMBLE = re.compile(
-    r"^\s*(?:<!--.*-->|!\[[^\]]*\]\([^)]*\)|!\[\[[^\]]*\]\]|(?:#[\w][\w/\-]*\s*)+)\s*$")
+# Lines that may stand above a note's title without being its content: a comment, an
+# image, an embed, or tags only (``is_tag_line``: as a regex, nested repeats that slow
+# down on a long line).
+_PREAMBLE = re.compile(r"<!--.*-->|!\[[^\]]*\]\([^)]*\)|!\[\[[^\]]*\]\]")
+_TAG_WORD = re.compile(r"\w[\w/\-]*")
 TITLE_SEARCH_LINES = 12
 
 
@@ -419,16 +426,60 @@ def first_heading(body: str) -> str | None:
             continue
         if _FENCE.match(line):
             return None
-        m = _ATX_HEADING.match(line)
-        if m:
-            return (m.group(2).strip() or None) if len(m.group(1)) == 1 else None
-        if i + 1 < len(lines) and _SETEXT_H1.match(lines[i + 1]) and not _PREAMBLE.match(line):
+        h = atx_heading(line)
+        if h:
+            return (h[1].strip() or None) if h[0] == 1 else None
+        preamble = _is_preamble(line)
+        if i + 1 < len(lines) and _SETEXT_H1.match(lines[i + 1]) and not preamble:
             return line.strip()
-        if _PREAMBLE.match(line):
+        if preamble:
             continue
         return None
     return None
 
+
+def _is_preamble(line: str) -> bool:
+    line = line.strip()
+    return bool(_PREAMBLE.fullmatch(line)) or is_tag_line(line)
+
+
+def is_tag_line(line: str) -> bool:
+    """Whether ``line`` is nothing but ``#tags`` (``#a #b/c``, ``#a#b``)."""
+    words = line.split()
+    return bool(words) and all(
+        w.startswith("#") and all(_TAG_WORD.fullmatch(p) for p in w[1:].split("#"))
+        for w in words)
+
+
+def atx_heading(line: str, indent: int = 3, closing: bool = True) -> tuple[int, str] | None:
+    """(level, text) of an ATX heading line, else None: up to ``indent`` spaces, 1-6 ``#``,
+    a space, the text; with ``closing`` a closing ``#`` run after a space is dropped
+    (CommonMark), without it every trailing ``#`` (the chunker's older reading, kept so
+    its heading paths stay). A scan, not a regex: a lazy ``(.+?)`` before an optional
+    tail is quadratic on a long line of spaces."""
+    if line[:1] not in ("#", " ", "\t"):  # most lines: no copy made
+        return None
+    start = len(line) - len(line.lstrip(" \t"))
+    if start > indent or line[start:start + 1] != "#":
+        return None
+    hashes = len(line) - start - len(line[start:].lstrip("#"))
+    mark = start + hashes
+    if hashes > 6 or line[mark:mark + 1] not in (" ", "\t"):
+        return None
+    text_at = len(line) - len(line[mark:].lstrip(" \t"))
+    if text_at == len(line):  # nothing after the spaces: the text is the last of them
+        return (hashes, line[-1]) if text_at - mark >= 2 else None
+    if not closing:
+        end = max(len(line.rstrip(" \t#")), text_at + 1)
+        return hashes, line[text_at:end]
+    body = line.rstrip(" \t")
+    end = len(body)
+    bare = body.rstrip("#")
+    if len(bare) < end and bare[-1:] in (" ", "\t"):
+        end = max(len(bare.rstrip(" \t")), text_at)
+        if end == text_at:
+            end = len(body)
+    return hashes, line[text_at:end]
 
 
 def iter_fenced(lines: Iterable[str]) -> Iterator[tuple[str, bool]]:
@@ -448,19 +499,54 @@ def iter_fenced(lines: Iterable[str]) -> Iterator[tuple[str, bool]]:
         yield line, fence is not None
 
 
-_FENCED = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,}).*?^[ \t]{0,3}\1[ \t]*$", re.S | re.M)
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
 # After whitespace, a line start or an opening parenthesis, but not "](" (a link to an
 # anchor, ``[see](#setup)``, is no tag).
 _TAG = re.compile(r"(?:(?<=\s)|(?<=^)|(?<=[^\]]\())#([\w][\w/\-]*)", re.M)
-_HTML_COMMENT = re.compile(r"<!--.*?-->|%%.*?%%", re.S)
 _HTML_TAG = re.compile(r"<[A-Za-z/][^<>]*>")  # style="color: #ccc" holds no tags
 
 
+def strip_comments(text: str, marks: tuple[tuple[str, str], ...] = (("<!--", "-->"),
+                                                                    ("%%", "%%")),
+                   repl: str = " ") -> str:
+    """``text`` with each closed comment (HTML ``<!-- -->``, Obsidian ``%% %%``) replaced
+    by ``repl``, the first opening mark winning (as ``<!--.*?-->|%%.*?%%`` with re.S, but
+    in linear time: an opening mark left unclosed ends the search for its kind, since no
+    later one can close either)."""
+    out: list[str] = []
+    at = 0
+    found = {o: text.find(o) for o, _ in marks}
+    closes = dict(marks)
+    while True:
+        live = [(pos, o) for o, pos in found.items() if pos >= 0]
+        if not live:
+            break
+        pos, opener = min(live)
+        end = text.find(closes[opener], pos + len(opener))
+        if end < 0:
+            found[opener] = -1
+            continue
+        end += len(closes[opener])
+        out += (text[at:pos], repl)
+        at = end
+        found = {o: (p if p >= end else text.find(o, end)) for o, p in found.items()
+                 if p >= 0}
+    out.append(text[at:])
+    return "".join(out)
+
+
 def inline_tags(body: str) -> list[str]:
-    """``#tag`` and ``#nested/tag`` outside code; pure numbers (``#1``) are not tags."""
-    text = _INLINE_CODE.sub(" ", _FENCED.sub(" ", body))
-    text = _HTML_TAG.sub(" ", _HTML_COMMENT.sub(" ", text))
+    """``#tag`` and ``#nested/tag`` outside code (fenced blocks, inline code) and heading
+    lines (``# Using #find_or_create_by`` names a method); pure numbers (``#1``) are not
+    tags."""
+    if "#" not in body:
+        return []
+    lines = body.splitlines()
+    if "```" in body or "~~~" in body:
+        lines = [line for line, code in iter_fenced(lines) if not code]
+    kept = [line for line in lines if not atx_heading(line)]
+    text = _INLINE_CODE.sub(" ", "\n".join(kept))
+    text = _HTML_TAG.sub(" ", strip_comments(text))
     tags = []
     for m in _TAG.finditer(text):
         tag = m.group(1).rstrip("/-")
@@ -481,10 +567,23 @@ def collect_tags(meta: dict, body: str) -> list[str]:
     return _dedupe_tags(meta_list(meta, "tags", "tag") + inline_tags(body))
 
 
-_EMBED = re.compile(r"!\[\[[^\]]*\]\]")
-_WIKILINK = re.compile(r"\[\[([^\]|#]*)((?:#[^\]|]*)?)(?:\\?\|([^\]]*))?\]\]")
+# No run crosses a "[": the start of the next link (a link's names hold no brackets).
+_EMBED = re.compile(r"!\[\[[^\[\]]*\]\]")
+_WIKILINK = re.compile(r"\[\[([^\[\]|#]*)((?:#[^\[\]|]*)?)(?:\\?\|([^\[\]]*))?\]\]")
 # Dendron writes [[label|target]], the reverse of Obsidian's [[target|label]].
-_LINK_TARGET = re.compile(r"^(?:[a-z][\w+.-]*://\S*|[\w.-]+\.[\w.-]+#[\w-]+)$")
+_URL_TARGET = re.compile(r"[a-z][\w+.-]*://\S*")
+_NAME_RUN = re.compile(r"[\w.-]+")
+_ANCHOR_RUN = re.compile(r"[\w-]+")
+
+
+def _is_link_target(text: str) -> bool:
+    r"""A URL, or a Dendron note name with an anchor (``dendron.topic#setup``). A scan:
+    ``[\w.-]+\.[\w.-]+#`` as a regex is quadratic on a long ``a.a.a.a``."""
+    if _URL_TARGET.fullmatch(text):
+        return True
+    name, hash_, anchor = text.partition("#")
+    return bool(hash_ and _NAME_RUN.fullmatch(name) and "." in name[1:-1]
+                and _ANCHOR_RUN.fullmatch(anchor))
 
 
 def render_links(body: str) -> str:
@@ -495,7 +594,7 @@ def render_links(body: str) -> str:
 
     def visible(m: re.Match[str]) -> str:
         target, anchor, alias = m.group(1).strip().rstrip("\\"), m.group(2), m.group(3)
-        if alias and alias.strip() and not (_LINK_TARGET.match(alias.strip()) and target):
+        if alias and alias.strip() and not (_is_link_target(alias.strip()) and target):
             return alias.strip()
         headings = [h.strip() for h in anchor.split("#") if h.strip()
                     and not h.strip().startswith("^")]

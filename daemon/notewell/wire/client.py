@@ -143,7 +143,16 @@ def _unreachable(e: Exception, query: str) -> str:
         return _message(
             "notewell did not answer in time", "It may be busy indexing; try again",
             rerun=1.0)
+    if isinstance(e, protocol.FrameTooLarge):
+        return _message(*too_large(e))
     return _message("notewell could not be reached", f"{e} · {START_HINT}")
+
+
+def too_large(e: "protocol.FrameTooLarge") -> tuple[str, str]:
+    """The message for a reply over the frame limit: the daemon is there and answered."""
+    return ("notewell's answer was too large to show",
+            f"{e.size // 1_000_000} MB, over the {e.limit // (1 << 20)} MiB limit: a note may "
+            "be huge · try other words, and update notewell (it cuts such notes)")
 
 
 def _render(reply: dict, query: str) -> str:

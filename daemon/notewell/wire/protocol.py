@@ -23,6 +23,14 @@ class ProtocolError(Exception):
     """A frame or message that does not follow the protocol."""
 
 
+class FrameTooLarge(ProtocolError):
+    """A frame announced as longer than the reader takes: the peer answered, too much."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"frame of {size} bytes is over the limit of {limit}")
+        self.size, self.limit = size, limit
+
+
 def frame(body: bytes) -> bytes:
     return len(body).to_bytes(HEADER_BYTES, "big") + body
 
@@ -30,7 +38,7 @@ def frame(body: bytes) -> bytes:
 def frame_length(header: bytes, limit: int) -> int:
     n = int.from_bytes(header, "big")
     if n > limit:
-        raise ProtocolError(f"frame of {n} bytes is over the limit of {limit}")
+        raise FrameTooLarge(n, limit)
     return n
 
 
