@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from pathlib import Path
+
+from helpers import subprocess_env
 
 SNAPSHOT = Path(__file__).parent / "data" / "cli_arguments.json"
 
@@ -62,6 +65,24 @@ def test_the_command_line_is_the_snapshot():
     assert now["options"] == expected["options"]
     for got, want in zip(now["commands"], expected["commands"], strict=True):
         assert got == want, got["name"]
+
+
+def test_a_light_command_imports_no_index_model_or_config_code(home, user_home):
+    """``notewell mcp install`` goes through argparse and the registry, yet stays thin: the
+    registry marks it light, so ``main`` does not load the errors of the heavy layers."""
+    probe = ("import sys\nfrom notewell.cli import main\ncode = main(sys.argv[1:])\n"
+             "sys.stderr.write('\\nMODULES ' + ' '.join(sorted(sys.modules)))\n"
+             "sys.exit(code)\n")
+    out = subprocess.run([sys.executable, "-c", probe, "mcp", "install", "--client", "cursor",
+                          "--dry-run"], capture_output=True, text=True, timeout=60,
+                         env=subprocess_env(home, HOME=str(user_home)), check=False)
+    assert out.returncode == 0 and "would change" in out.stdout, out.stderr
+    loaded = out.stderr.rsplit("MODULES ", 1)[1].split()
+    assert "notewell.cli.parser" in loaded  # it did go through argparse
+    heavy = [m for m in loaded if m.split(".")[:2] in (
+        ["notewell", "config"], ["notewell", "index"], ["notewell", "model"],
+        ["notewell", "sources"], ["notewell", "engine"])]
+    assert not heavy, heavy
 
 
 if __name__ == "__main__":
