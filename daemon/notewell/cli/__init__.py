@@ -4,12 +4,15 @@ Commands that read (search, status, similar) ask the running daemon when there i
 and fall back to a short-lived in-process engine when there is not.
 
 Owns the command line; may import anything of notewell (it is the top layer). Split
-along what commands do: ``parser`` (the arguments, ``--version``), ``common`` (the command
-registry and what commands share), ``reads`` (commands that read the index) and
-``manage`` (commands that build, serve and set up). None of them imports anything heavy
-at load: each command imports what it needs when it runs. ``notewell mcp`` (the relay an
-agent's client starts, once per session) goes straight to ``agents.relay`` before any of
-them is imported.
+along what commands do: ``common`` (the command registry and what commands share),
+``reads`` (commands that read the index) and ``manage`` (commands that build, serve and
+set up), each command's help and arguments declared beside its function, and ``parser``
+(the global options, ``--version``, a subparser per registered command). None of them
+imports anything heavy at load: each command imports what it needs when it runs.
+
+``main`` is the one dispatch route: the commands of ``FAST_ROUTES`` (the MCP relay an
+agent's client starts, the Alfred workflow's entries) are answered before argparse or any
+of those modules is imported; every other one goes through argparse to its function.
 """
 
 from __future__ import annotations
@@ -21,14 +24,50 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable
 
+    from notewell.cli.common import Command
     from notewell.model.embedding import Embedder
 
 
-# What the Alfred workflow runs through the notewell its home records (the fallback of its
-# zsh client and its actions, ``launcher/scripts/notewell-query.zsh``): the user's text goes
-# through untouched, never through argparse, which would take a query like "-h" for an option.
-ALFRED_ENTRIES = {"query": "notewell.wire.client", "action": "notewell.launcher.alfred_actions",
-                  "related": "notewell.launcher.alfred_related"}
+def _entry(module: str) -> Callable[[list[str]], int]:
+    def run(words: list[str]) -> int:
+        import importlib
+
+        return importlib.import_module(module).main(words)
+    return run
+
+
+def _relay(words: list[str]) -> int | None:
+    """A plain ``notewell mcp [--no-start] [--wait SECONDS]``: an agent's session starting,
+    no argparse, no logging set-up. None for anything else, which argparse reads (and
+    explains when it is wrong)."""
+    start, wait = True, 20.0
+    while words:
+        if words[0] == "--no-start":
+            start, words = False, words[1:]
+        elif words[0] == "--wait" and len(words) > 1:
+            try:
+                wait = float(words[1])
+            except ValueError:
+                return None
+            words = words[2:]
+        else:
+            return None
+    from notewell.agents import relay
+
+    return relay.run(start=start, wait=wait)
+
+
+# The first words of a command answered before the rest of ``cli`` loads, and what answers
+# the words after them (None: argparse reads them). The Alfred workflow runs its entries
+# through the notewell its home records (its zsh client's fallback and its actions): the
+# user's text goes through untouched, never through argparse, which would take a query
+# like "-h" for an option.
+FAST_ROUTES: dict[tuple[str, ...], Callable[[list[str]], int | None]] = {
+    ("alfred", "query"): _entry("notewell.wire.client"),
+    ("alfred", "action"): _entry("notewell.launcher.alfred_actions"),
+    ("alfred", "related"): _entry("notewell.launcher.alfred_related"),
+    ("mcp",): _relay,
+}
 
 
 def main(argv: list[str] | None = None, *,
@@ -36,18 +75,13 @@ def main(argv: list[str] | None = None, *,
     """Run one command. ``embedder`` makes the embedder for the commands that need one
     (default: the shipped model); tests wire in ``notewell.model.fake`` here."""
     words = sys.argv[1:] if argv is None else argv
-    if len(words) > 1 and words[0] == "alfred" and words[1] in ALFRED_ENTRIES:
-        import importlib
-
-        return importlib.import_module(ALFRED_ENTRIES[words[1]]).main(words[2:])
-    relay = _relay_args(words)
-    if relay is not None:  # an agent's session starting: no argparse, no logging set-up
-        from notewell.agents import relay as mcp_relay
-
-        return mcp_relay.run(*relay)
+    for first, answer in FAST_ROUTES.items():
+        if tuple(words[:len(first)]) == first:
+            code = answer(words[len(first):])
+            if code is not None:
+                return code
     import logging
 
-    from notewell.cli import manage, reads  # noqa: F401  (importing them registers commands)
     from notewell.cli.common import COMMANDS, default_embedder
     from notewell.cli.parser import build_parser
 
@@ -74,13 +108,11 @@ def main(argv: list[str] | None = None, *,
         return 130
 
 
-def _run(command: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+def _run(command: Command, args: argparse.Namespace) -> int:
     """One command, its known failures one line on stderr; stdout flushed here so a
     closed pipe is seen by ``main``, not at exit."""
-    from notewell.cli.parser import LIGHT_COMMANDS
-
-    if args.command in LIGHT_COMMANDS:  # imports no index, model or config code
-        code = command(args)
+    if command.light:  # imports no index, model or config code
+        code = command.run(args)
     else:
         from notewell.config import ConfigError
         from notewell.index.schema import IndexProblem
@@ -88,31 +120,9 @@ def _run(command: Callable[[argparse.Namespace], int], args: argparse.Namespace)
         from notewell.sources import SourceError
 
         try:
-            code = command(args)
+            code = command.run(args)
         except (ConfigError, IndexProblem, ModelError, SourceError) as e:
             print(f"notewell: {e}", file=sys.stderr)
             code = 1
     sys.stdout.flush()
     return code
-
-
-
-
-def _relay_args(words: list[str]) -> tuple[bool, float] | None:
-    """(start, wait) for a plain ``notewell mcp [--no-start] [--wait SECONDS]``; None for
-    anything else, which argparse reads (and explains when it is wrong)."""
-    if not words or words[0] != "mcp":
-        return None
-    start, wait, rest = True, 20.0, words[1:]
-    while rest:
-        if rest[0] == "--no-start":
-            start, rest = False, rest[1:]
-        elif rest[0] == "--wait" and len(rest) > 1:
-            try:
-                wait = float(rest[1])
-            except ValueError:
-                return None
-            rest = rest[2:]
-        else:
-            return None
-    return start, wait

@@ -1,6 +1,7 @@
-"""What every command shares: the command registry, configuration and embedder, a
-one-shot engine, requests to the running daemon, writing the index (by the daemon, or
-here under the index's writer lock), and printing hits and sync reports."""
+"""What every command shares: the command registry (each command declares its help and
+arguments beside its function), configuration and embedder, a one-shot engine, requests
+to the running daemon, writing the index (by the daemon, or here under the index's writer
+lock), and printing hits and sync reports."""
 
 from __future__ import annotations
 
@@ -9,17 +10,57 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from notewell.wire.requests import MAX_LIMIT, default
 
 if TYPE_CHECKING:
     from notewell.model.embedding import Embedder
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+Run = Callable[[argparse.Namespace], int]
+Argument = Callable[[Any], object]  # adds itself to a subcommand's parser (or a group of it)
 
 
-def command(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    COMMANDS[fn.__name__.removeprefix("cmd_").replace("_", "-")] = fn
-    return fn
+class Command(NamedTuple):
+    run: Run
+    help: str  # its line in ``notewell --help``
+    description: str  # the text of ``notewell NAME --help``
+    arguments: tuple[Argument, ...]
+    light: bool  # imports no index, model or config code (``main`` expects none of their errors)
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def command(*, help: str, description: str, arguments: tuple[Argument, ...] = (),
+            light: bool = False) -> Callable[[Run], Run]:
+    """Register a ``cmd_*`` function as the subcommand of its name, with its help texts and
+    arguments (``arg``, ``one_of``), which ``parser.build_parser`` adds as declared."""
+    def register(fn: Run) -> Run:
+        name = fn.__name__.removeprefix("cmd_").replace("_", "-")
+        COMMANDS[name] = Command(fn, help, description, arguments, light)
+        return fn
+    return register
+
+
+def arg(*names: str, **options: Any) -> Argument:
+    """One argument of a command: what ``ArgumentParser.add_argument`` takes."""
+    return lambda parser: parser.add_argument(*names, **options)
+
+
+def one_of(*arguments: Argument) -> Argument:
+    """Arguments of which at most one may be given."""
+    def add(parser: argparse.ArgumentParser) -> None:
+        group = parser.add_mutually_exclusive_group()
+        for argument in arguments:
+            argument(group)
+    return add
+
+
+def limit(op: str) -> Argument:
+    """``--limit``, with ``op``'s default for the terminal."""
+    return arg("--limit", type=int, default=default(op, "limit", "cli"),
+               help=f"how many notes (default %(default)s, at most {MAX_LIMIT})")
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -188,7 +229,6 @@ def print_hits(hits: list[dict], notices: list[str], as_json: bool) -> None:
         if tags:
             print(f"    {tags}")
         print(f"    {h['url']}")
-
 
 
 def print_report(r: dict) -> None:

@@ -10,8 +10,10 @@ import sys
 import time
 
 from notewell.cli.common import (
+    arg,
     command,
     load_config,
+    one_of,
     one_shot_engine,
     print_report,
     say_waiting,
@@ -19,14 +21,26 @@ from notewell.cli.common import (
 )
 
 
-@command
+@command(help="index the bundled demo notes, start the daemon, run example queries "
+         "through the real client, stop",
+         description="Set up a demo: writes a config for the bundled demo corpus, indexes "
+         "it, starts the daemon, runs example queries through the per-keystroke client and "
+         "prints the Alfred JSON, then stops.",
+         arguments=(arg("queries", nargs="*", help="queries to run instead of the examples"),))
 def cmd_demo(args: argparse.Namespace) -> int:
     from notewell.ops.demo import run_demo
 
     return run_demo(args.queries or None)
 
 
-@command
+@command(help="build or update the index (with a progress bar)",
+         description="Bring the index up to date with every configured source. Only changed "
+         "notes are read and only new passages are embedded. When the daemon runs, it does "
+         "the work and its progress is shown here; otherwise it is done here, after any "
+         "other writer has finished.",
+         arguments=(arg("--rebuild", action="store_true", help="build a fresh index beside "
+                        "the live one and swap it in (needed after a model or chunker change)"),
+                    arg("--quiet", action="store_true", help="no progress bar")))
 def cmd_index(args: argparse.Namespace) -> int:
     config = load_config()
     if not config.sources:
@@ -47,7 +61,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 1 if any(r.get("error") for r in reports) else 0
 
 
-@command
+@command(help="sync now (through the daemon when it runs)",
+         description="Apply changes in the sources to the index now (the daemon does it when "
+         "it runs, even while it is starting).",
+         arguments=(arg("--json", action="store_true", help="print the sync reports as JSON"),))
 def cmd_sync(args: argparse.Namespace) -> int:
     reports = update_index(args, rebuild=False, quiet=args.json, who="notewell sync")
     if args.json:
@@ -58,7 +75,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
     return 1 if any(r.get("error") for r in reports) else 0
 
 
-@command
+@command(help="run the daemon in the foreground (what launchd runs)",
+         description="Run the daemon: load the model and index, answer on the socket, keep "
+         "the index in sync. Stops cleanly on SIGTERM.",
+         arguments=(arg("--poll", type=float, default=5.0, metavar="SECONDS",
+                        help="how often to poll sources that file-system events do not cover "
+                        "(default 5); Bear is checked every second"),))
 def cmd_serve(args: argparse.Namespace) -> int:
     from notewell.engine import Engine
     from notewell.ops.agent import record_command
@@ -69,9 +91,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                engine_factory=lambda cfg: Engine(cfg, embedder=args.embedder()))
 
 
-
-
-@command
+@command(help="list the Obsidian vaults Obsidian knows about",
+         description="List the vaults in Obsidian's own registry (obsidian.json), mark those "
+         "already configured, and print a [[sources]] table for each of the others.",
+         arguments=(arg("--registry", metavar="PATH",
+                        help="read this obsidian.json instead of Obsidian's own"),
+                    arg("--json", action="store_true", help="machine-readable output")))
 def cmd_vaults(args: argparse.Namespace) -> int:
     from notewell.sources.obsidian import list_vaults
 
@@ -100,7 +125,14 @@ def cmd_vaults(args: argparse.Namespace) -> int:
     return 0
 
 
-@command
+@command(help="build the Alfred workflow for this installation, or open it in Alfred",
+         description="build: write notewell.alfredworkflow (it finds this installation "
+         "through $NOTEWELL_HOME/notewell-command, which this writes). install: build it and "
+         "open it in Alfred (macOS). The workflow itself runs `notewell alfred query QUERY` "
+         "and `notewell alfred action ACTION ARG`.",
+         arguments=(arg("action", choices=("build", "install")),
+                    arg("--out", metavar="PATH", help="where to write the .alfredworkflow "
+                        "(default: $NOTEWELL_HOME/alfred/notewell.alfredworkflow)")))
 def cmd_alfred(args: argparse.Namespace) -> int:
     from notewell.launcher import alfred_workflow
     from notewell.ops.agent import record_command
@@ -115,7 +147,13 @@ def cmd_alfred(args: argparse.Namespace) -> int:
     return 0 if done else 1
 
 
-@command
+@command(help="start the daemon at login and keep it running (launchd on macOS, "
+         "systemd --user on Linux)",
+         description="install: write the LaunchAgent (or systemd user unit) for this "
+         "installation and start it. uninstall: stop and remove it. status, start, stop, "
+         "restart: what they say.",
+         arguments=(arg("action", choices=("install", "uninstall", "status", "start", "stop",
+                                           "restart")),))
 def cmd_agent(args: argparse.Namespace) -> int:
     from notewell.ops import agent
 
@@ -131,7 +169,15 @@ def cmd_agent(args: argparse.Namespace) -> int:
     return 0
 
 
-@command
+@command(help="find Bear and Obsidian notes, write the config, index, install the "
+         "agent and the Alfred workflow",
+         description="Find Bear's database and Obsidian's vaults, propose a config that "
+         "keeps the sources already configured, and with --yes write it, build the index, "
+         "install the agent and build the Alfred workflow. Safe to run again.",
+         arguments=(arg("--yes", action="store_true", help="do it without asking"),
+                    arg("--no-index", action="store_true", help="skip building the index"),
+                    arg("--no-agent", action="store_true", help="skip installing the agent"),
+                    arg("--no-workflow", action="store_true", help="skip the Alfred workflow")))
 def cmd_setup(args: argparse.Namespace) -> int:
     from notewell.ops import setup
 
@@ -144,7 +190,10 @@ def cmd_setup(args: argparse.Namespace) -> int:
                      workflow=not args.no_workflow, confirm=confirm, embedder=args.embedder)
 
 
-@command
+@command(help="check each link from the SQLite extension to the Alfred workflow, and "
+         "say what to fix",
+         description="One line per check (ok, FAIL or skip) with the next step for each "
+         "failure; exits 1 if any check failed.")
 def cmd_doctor(args: argparse.Namespace) -> int:
     from notewell.ops import doctor
 
@@ -154,7 +203,20 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if doctor.failed(checks) else 0
 
 
-@command
+@command(help="the models notewell can use, or switch to one (downloaded when you ask)",
+         description="list: the catalog (what each model is for, its size, dimension, "
+         "languages and published retrieval figures; which one is in use). use NAME: "
+         "download NAME from the Hugging Face hub if needed (resumable; size and sha256 "
+         "checked), check that it works, rebuild the index beside the live one while the "
+         "daemon keeps answering, write [model] to config.toml and restart the daemon on it. "
+         "`model use all-MiniLM-L6-v2` switches back to the shipped model, re-embedding "
+         "nothing it had. get NAME: download and check NAME without switching to it (to "
+         "compare models with `notewell eval --self --models current,NAME`).",
+         arguments=(arg("action", choices=("list", "use", "get")),
+                    arg("name", nargs="?",
+                        help="with use or get: the model, as `model list` names it"),
+                    arg("--json", action="store_true", help="with list: machine-readable output"),
+                    arg("--quiet", action="store_true", help="with use or get: no progress bars")))
 def cmd_model(args: argparse.Namespace) -> int:
     from notewell.ops import models
 
@@ -236,7 +298,46 @@ def print_model(m: dict) -> None:
         print(f"  sha256 {name}: {digest}")
 
 
-@command
+@command(help="measure ranking quality on a golden set, a BEIR dataset or your own "
+         "notes (Recall@5/@10, MRR@10, nDCG@10)",
+         description="Score the full pipeline (notewell), dense only, BM25 only and a naive "
+         "keyword baseline, overall and per query type. Without options: the bundled golden "
+         "set over the bundled demo notes. --self: known-item queries built from your own "
+         "notes, models side by side. Corpora are indexed into reusable throw-away indexes "
+         "under $NOTEWELL_HOME/eval/, so only the first run embeds.",
+         arguments=(
+             one_of(arg("--golden", metavar="FILE", help="a JSONL golden set ({\"id\", "
+                        "\"query\", \"relevant\": [note ids or paths], \"type\"}); scored "
+                        "against the configured index unless --notes is given"),
+                    arg("--beir", metavar="DIR", help="a BEIR dataset directory "
+                        "(corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv), indexed as notes "
+                        "(title plus text)"),
+                    arg("--self", action="store_true", dest="self_eval",
+                        help="known-item queries from your own notes (a heading, else a "
+                        "sentence, cut out of its note; titles left out), models side by "
+                        "side")),
+             arg("--notes", metavar="DIR", help="with --golden or --self: index this Markdown "
+                 "folder (throw-away index) instead of the configured sources"),
+             arg("--models", metavar="LIST", help="with --self: comma-separated models to "
+                 "compare: current (config.toml's), shipped, or a model folder (default "
+                 "current)"),
+             arg("--queries", type=int, metavar="N",
+                 help="with --self: how many queries to build (default 200)"),
+             arg("--kinds", metavar="LIST", help="with --self: what a query may be, tried in "
+                 "this order for each note: title, heading, sentence (default "
+                 "heading,sentence)"),
+             arg("--split", default="test", help="BEIR qrels split (default test)"),
+             arg("--methods", help="comma-separated, from notewell, dense, bm25, keyword "
+                 "(default all; with --self notewell,dense,bm25)"),
+             arg("--json", action="store_true", help="print {method: {group: {metric: "
+                 "value}}} as JSON (--self: {queries, notes, types, models: {name: "
+                 "{model, methods}}})"),
+             one_of(arg("--no-typos", action="store_true", help="without typo correction "
+                        "(Ranking(typos=False)): what it changes for queries without typos"),
+                    arg("--typos", action="store_true", help="score the set clean and with "
+                        "seeded typos (English queries: one or two each, on words of four "
+                        "letters or more, the same on every machine), typo correction on "
+                        "and off, and list the queries ranked worse with it on"))))
 def cmd_eval(args: argparse.Namespace) -> int:
     from notewell.evaluation import runner as evaluate
     from notewell.search.ranking import Ranking
@@ -353,7 +454,23 @@ def _eval_self(args: argparse.Namespace, methods: list[str], ranking) -> int:
     return 0
 
 
-@command
+@command(help="the MCP server for AI agents (stdio), or `mcp install` to add it to "
+         "Claude Desktop, Claude Code or Cursor",
+         description="Without an action: relay the Model Context Protocol between "
+         "stdin/stdout (what an agent's client runs) and a session in the daemon, which it "
+         "starts when it is not running. install: add or update the notewell entry in a "
+         "client's configuration.",
+         arguments=(arg("action", nargs="?", choices=("install",),
+                        help="install: add notewell to --client's configuration"),
+                    arg("--client", choices=("claude-desktop", "claude-code", "cursor"),
+                        help="with install: which client"),
+                    arg("--dry-run", action="store_true",
+                        help="with install: print the change, change nothing"),
+                    arg("--no-start", action="store_true",
+                        help="never start the daemon; tools report that it is down"),
+                    arg("--wait", type=float, default=20.0, metavar="SECONDS",
+                        help="how long to wait for a daemon being started (default 20)")),
+         light=True)  # an agent's client starts it: it stays thin
 def cmd_mcp(args: argparse.Namespace) -> int:
     if args.action == "install":
         from notewell.ops import mcp_clients

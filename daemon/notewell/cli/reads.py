@@ -10,11 +10,24 @@ import sys
 import time
 
 from notewell.cli.common import (
+    arg,
     command,
     daemon_request,
+    limit,
     one_shot_engine,
     print_hits,
 )
+from notewell.wire.requests import MAX_PAGE_CHARS, MAX_RELATED_CHARS, OPS, default
+
+JSON = arg("--json", action="store_true")
+HITS_JSON = arg("--json", action="store_true", help="print hits as JSON")
+# recent's and related's filters
+NOTE_FILTERS = (
+    arg("--source", help="only this source (its configured name)"),
+    arg("--tag", action="append", default=[], dest="tags", metavar="TAG",
+        help="only notes with this tag (nested tags included); repeatable"),
+    arg("--after", help="modified on or after this date"),
+    arg("--before", help="modified before this date"))
 
 
 def date_filters(args: argparse.Namespace) -> dict:
@@ -66,7 +79,19 @@ def local_answer(args: argparse.Namespace, op: str, kw: dict) -> dict:
         engine.close()
 
 
-@command
+@command(help="search from the terminal",
+         description="Search your notes. Filters go in the query: #tag (a nested tag includes "
+         "its children; several intersect) and in:SOURCE (a configured source name). The "
+         "last word is matched as a prefix while you type.",
+         arguments=(arg("query", nargs="+",
+                        help="what to look for, with optional #tag and in:NAME"),
+                    limit("search"), HITS_JSON,
+                    arg("--mode", choices=OPS["search"]["mode"].choices,
+                        default=default("search", "mode", "cli"),
+                        help="ranking: hybrid (default), dense only or BM25 only"),
+                    arg("--after", help="only notes modified on or after this date: 2025-03-01, "
+                        "2025-06 (a month), 2025, or a time ago: 7d, 2w, 3m, 1y"),
+                    arg("--before", help="only notes modified before this date (same forms)")))
 def cmd_search(args: argparse.Namespace) -> int:
     query = " ".join(args.query)
     result = read_op(args, "search", query=query, limit=args.limit, mode=args.mode,
@@ -75,7 +100,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
-@command
+@command(help="the most recently modified notes",
+         description="The most recently modified notes, newest first. Dates: 2025-03-01, "
+         "2025-06 (a month), 2025, or a time ago: 7d, 2w, 3m, 1y.",
+         arguments=(limit("recent"), *NOTE_FILTERS, JSON))
 def cmd_recent(args: argparse.Namespace) -> int:
     result = read_op(args, "recent", limit=args.limit, source=args.source, tags=args.tags,
                    **date_filters(args))
@@ -83,7 +111,19 @@ def cmd_recent(args: argparse.Namespace) -> int:
     return 0
 
 
-@command
+@command(help="a note's text, or one section of it",
+         description="Print the Markdown text of NOTE_ID (as shown by `search --json`) as its "
+         "source holds it now, or only the section under --heading. Long notes come in "
+         "pages: --offset and --max-chars.",
+         arguments=(arg("note_id"),
+                    arg("--heading", help="only this section: a heading's text or its path "
+                        "(\"Setup > Linux\"), any case"),
+                    arg("--offset", type=int, default=0, help="first character (default 0)"),
+                    arg("--max-chars", type=int, default=default("note", "max_chars", "cli"),
+                        help="characters per page (default %(default)s, at most "
+                        f"{MAX_PAGE_CHARS})"),
+                    arg("--json", action="store_true", help="the page and the note's details "
+                        "as JSON")))
 def cmd_show(args: argparse.Namespace) -> int:
     page = read_op(args, "note", note_id=args.note_id, heading=args.heading,
                  offset=args.offset, max_chars=args.max_chars)
@@ -97,7 +137,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-@command
+@command(help="tags with their note counts",
+         description="Every tag with the number of notes carrying it; a nested tag's "
+         "parents count the notes of all their children.",
+         arguments=(arg("prefix", nargs="?", help="only tags starting with this"), JSON))
 def cmd_tags(args: argparse.Namespace) -> int:
     tags = read_op(args, "tags", prefix=args.prefix)["tags"]
     if args.json:
@@ -109,7 +152,10 @@ def cmd_tags(args: argparse.Namespace) -> int:
     return 0
 
 
-@command
+@command(help="notes closest in meaning to a note",
+         description="List the notes closest in meaning to NOTE_ID (as shown by `search "
+         "--json`), excluding the note itself.",
+         arguments=(arg("note_id"), limit("similar"), JSON))
 def cmd_similar(args: argparse.Namespace) -> int:
     # strict: an unknown id is an error (exit 1), not an empty list.
     result = read_op(args, "similar", note_id=args.note_id, limit=args.limit, strict=True)
@@ -117,10 +163,16 @@ def cmd_similar(args: argparse.Namespace) -> int:
     return 0
 
 
-@command
+@command(help="notes closest in meaning to any text (an argument, stdin, or a file)",
+         description="List the notes closest in meaning to TEXT: the argument, or standard "
+         "input when it is '-' or left out (piped: `pbpaste | notewell related`), or the text "
+         "of a Markdown, text or PDF file (--file; a note of a configured source is left out "
+         f"of its own list). At most {MAX_RELATED_CHARS:,} characters are read.",
+         arguments=(arg("text", nargs="?", help="the text ('-' or none: standard input)"),
+                    arg("--file", metavar="PATH",
+                        help="read the text of this .md, .txt or .pdf file instead"),
+                    limit("related"), *NOTE_FILTERS, HITS_JSON))
 def cmd_related(args: argparse.Namespace) -> int:
-    from notewell.wire.requests import MAX_RELATED_CHARS
-
     if args.file is not None:
         if args.text is not None:
             raise SystemExit("notewell: give TEXT or --file, not both")
@@ -144,7 +196,9 @@ def cmd_related(args: argparse.Namespace) -> int:
     return 0
 
 
-@command
+@command(help="what is indexed, per source, and the daemon's state",
+         description="Counts, model, index version and per-source sync state.",
+         arguments=(arg("--json", action="store_true", help="machine-readable output"),))
 def cmd_status(args: argparse.Namespace) -> int:
     status = daemon_request("status")
     if status is None:
@@ -187,5 +241,3 @@ def cmd_status(args: argparse.Namespace) -> int:
             line += f"  ERROR: {s['last_error']}"
         print(line)
     return 0
-
-
