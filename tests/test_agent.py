@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, subprocess_env
 from launcher_helpers import install_stand_ins
-from notewell.ops import agent
+from notewell.ops import login_agent as agent
 
 LAUNCHCTL_PRINT = """gui/501/com.notewell.daemon = {
 \tactive count = 1
@@ -194,7 +194,7 @@ def test_start_without_an_agent_spawns_a_detached_daemon(home: Path, user_home: 
 def test_checked_in_examples_match_the_generator():
     for name, data in agent.examples().items():
         assert (REPO / "launchd" / name).read_bytes() == data, \
-            "run: python -m notewell.ops.agent launchd"
+            "run: python -m notewell.ops.login_agent launchd"
     plist = plistlib.loads((REPO / "launchd" / "com.notewell.daemon.plist").read_bytes())
     assert plist["Label"] == "com.notewell.daemon"
 

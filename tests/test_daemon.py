@@ -115,7 +115,7 @@ def test_a_second_daemon_on_the_same_home_refuses_to_start(daemon):
     # launchd or systemd it would otherwise be started again every few seconds for as
     # long as the other daemon runs.
     assert out.returncode == 0
-    from notewell.ops import agent
+    from notewell.ops import login_agent as agent
 
     units = agent.examples()
     keep_alive = plistlib.loads(units[f"{agent.LABEL}.plist"])["KeepAlive"]

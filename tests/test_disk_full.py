@@ -25,7 +25,8 @@ from notewell.engine import Engine, rebuild
 from notewell.index import failures, store, writer
 from notewell.index.database import Index
 from notewell.model.fake import FakeEmbedder
-from notewell.ops import agent, doctor, running
+from notewell.ops import doctor, running
+from notewell.ops import login_agent as agent
 from notewell.serve import background, transport
 from notewell.sources import open_source
 from notewell.wire import paths

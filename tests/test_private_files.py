@@ -13,7 +13,8 @@ from pathlib import Path
 from helpers import start_daemon
 from launcher_helpers import install_stand_ins
 from notewell import config
-from notewell.ops import agent, running
+from notewell.ops import login_agent as agent
+from notewell.ops import running
 from notewell.serve.transport import acquire_lock
 from notewell.wire import paths
 

@@ -161,7 +161,7 @@ def test_daemon_down_is_reported_as_down(probe: Path, home: Path):
 def test_the_extension_finds_the_notewell_that_last_ran_with_its_home(probe: Path, home: Path):
     """Like the Alfred workflow, which has the paths filled in when it is built: an installed
     notewell records its command in its home, and the extension starts the daemon with it."""
-    from notewell.ops import agent
+    from notewell.ops import login_agent as agent
 
     env = subprocess_env(home)
     assert node(probe, "command", env=env) == []

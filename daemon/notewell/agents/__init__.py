@@ -3,7 +3,7 @@ daemon hosts.
 
 Owns ``relay`` (``notewell mcp``: connects to the daemon's socket, starting the daemon
 when it is down, switches the connection to MCP and copies newline-delimited JSON-RPC
-both ways; imports only ``wire``, and ``ops.agent`` to start the daemon:
+both ways; imports only ``wire``, and ``ops.login_agent`` to start the daemon:
 ``tests/test_mcp.py`` checks the modules it loads), ``tools`` (the tools' names, input
 schemas generated from ``wire.requests``, output schemas, argument checks and the compact
 text an agent reads; pure, no SDK), ``link`` (a tool call as a request to the daemon's

@@ -12,7 +12,7 @@ saying what to run (an ``initialize`` error, so the client shows it), and stdout
 carries anything but protocol messages.
 
 Imports only ``wire`` and the standard library on its normal path (no SDK, pydantic,
-numpy: ``tests/test_mcp.py`` checks); ``ops.agent`` only to start the daemon.
+numpy: ``tests/test_mcp.py`` checks); ``ops.login_agent`` only to start the daemon.
 """
 
 import contextlib
@@ -119,9 +119,9 @@ def _switch():
 
 
 def _start_daemon() -> str:
-    from notewell.ops import agent  # imported only when a start is needed
+    from notewell.ops import login_agent  # imported only when a start is needed
 
-    return agent.start()
+    return login_agent.start()
 
 
 def pump(sock) -> int:

@@ -83,7 +83,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
                         "(default 5); Bear is checked every second"),))
 def cmd_serve(args: argparse.Namespace) -> int:
     from notewell.engine import Engine
-    from notewell.ops.agent import record_command
+    from notewell.ops.login_agent import record_command
     from notewell.serve.daemon import run
 
     record_command()  # where Raycast finds this installation to start the daemon
@@ -135,7 +135,7 @@ def cmd_vaults(args: argparse.Namespace) -> int:
                         "(default: $NOTEWELL_HOME/alfred/notewell.alfredworkflow)")))
 def cmd_alfred(args: argparse.Namespace) -> int:
     from notewell.launcher import alfred_workflow
-    from notewell.ops.agent import record_command
+    from notewell.ops.login_agent import record_command
 
     record_command()
     path = alfred_workflow.build(args.out)
@@ -155,7 +155,7 @@ def cmd_alfred(args: argparse.Namespace) -> int:
          arguments=(arg("action", choices=("install", "uninstall", "status", "start", "stop",
                                            "restart")),))
 def cmd_agent(args: argparse.Namespace) -> int:
-    from notewell.ops import agent
+    from notewell.ops import login_agent as agent
 
     try:
         if args.action == "status":

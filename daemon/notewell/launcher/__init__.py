@@ -6,6 +6,6 @@ Owns ``alfred`` (hits and messages as Alfred's Script Filter JSON, written once)
 passages with the query's words marked, in the daemon's cache folder) and ``icons``
 (drawn in code).
 The Raycast extension lives in ``workflow/raycast/`` and talks to the daemon's socket
-directly; the auto-start agent is ``notewell.ops.agent``. May import ``notes`` and
+directly; the auto-start agent is ``notewell.ops.login_agent``. May import ``notes`` and
 ``wire``; ``alfred`` must stay import-free for the keystroke client.
 """

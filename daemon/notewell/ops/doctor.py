@@ -354,15 +354,15 @@ def check_time_machine(platform: str, xattrs=None) -> Check:
 
 
 def check_agent(platform: str, run: Callable[..., subprocess.CompletedProcess]) -> Check:
-    from notewell.ops import agent
+    from notewell.ops import login_agent
 
     name = "agent"
     try:
-        st = agent.status(platform, run)
-    except agent.AgentError as e:
+        st = login_agent.status(platform, run)
+    except login_agent.AgentError as e:
         return Check(name, FAIL, str(e), "start the daemon by hand: `notewell serve`")
-    runs = agent.installed_program(platform)
-    want = agent.program()
+    runs = login_agent.installed_program(platform)
+    want = login_agent.program()
     if st.installed and runs is not None and runs != want:
         return Check(name, FAIL, f"{st.describe()}; it runs `{' '.join(runs)}`, not this "
                      f"installation's `{' '.join(want)}`",

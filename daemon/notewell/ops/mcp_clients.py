@@ -20,7 +20,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from notewell.ops.agent import program
+from notewell.ops.login_agent import program
 from notewell.wire import paths
 
 CLIENTS = ("claude-desktop", "claude-code", "cursor")

@@ -140,7 +140,7 @@ def run(yes: bool = False, *, index: bool = True, agent: bool = True, workflow: 
         failures += _step("index", lambda: _build_index(config.load(proposed.path), embedder),
                           say)
     if agent:
-        from notewell.ops import agent as agent_mod
+        from notewell.ops import login_agent as agent_mod
 
         failures += _step("agent", lambda: agent_mod.install(platform), say)
     if workflow:

@@ -245,7 +245,7 @@ def lock_path() -> str:
 
 def command_record() -> str:
     """The command line of the ``notewell`` that last served or installed this home, as a
-    JSON list (``ops.agent.record_command``): the Raycast extension runs it to start the
+    JSON list (``ops.login_agent.record_command``): the Raycast extension runs it to start the
     daemon when its preference is empty."""
     return _join(home(), "notewell-command")
 

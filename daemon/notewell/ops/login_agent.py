@@ -479,6 +479,6 @@ def examples() -> dict[str, bytes]:
     }
 
 
-if __name__ == "__main__":  # python -m notewell.ops.agent DIR: refresh the examples
+if __name__ == "__main__":  # python -m notewell.ops.login_agent DIR: refresh the examples
     for name, data in examples().items():
         paths.write_atomic(os.path.join(sys.argv[1], name), data)
