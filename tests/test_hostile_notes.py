@@ -175,6 +175,11 @@ def test_tags_are_not_taken_from_code_or_headings():
     assert markdown.inline_tags(body) == ["real", "kept"]
 
 
+def test_tags_are_not_taken_from_a_fence_inside_a_list_item():
+    body = "1. Paste this:\n    ```css\n    a { color: #002b5c; }\n    ```\n1. Done #css\n"
+    assert markdown.inline_tags(body) == ["css"]
+
+
 def test_a_line_of_tags_is_tags_not_a_heading():
     assert markdown.inline_tags("#work #home\ntext") == ["work", "home"]
 
