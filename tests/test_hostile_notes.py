@@ -10,6 +10,7 @@ machine: caches) and 256 for quadratic; the tests allow 50. Each case first runs
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable
@@ -175,6 +176,11 @@ def test_tags_are_not_taken_from_code_or_headings():
     assert markdown.inline_tags(body) == ["real", "kept"]
 
 
+def test_tags_are_not_taken_from_a_fence_inside_a_list_item():
+    body = "1. Paste this:\n    ```css\n    a { color: #002b5c; }\n    ```\n1. Done #css\n"
+    assert markdown.inline_tags(body) == ["css"]
+
+
 def test_a_line_of_tags_is_tags_not_a_heading():
     assert markdown.inline_tags("#work #home\ntext") == ["work", "home"]
 
@@ -259,7 +265,8 @@ def test_an_emoji_only_query_is_not_empty(raw):
     from notewell.search.query import parse
 
     q = parse(raw)
-    assert not q.empty and q.symbols and q.text.strip()
+    assert not q.empty and q.symbols and q.words
+    assert parse("🔥🔥").words == ("fire",) and parse("☕").text == "hot beverage"
 
 
 def test_punctuation_alone_is_still_an_empty_query():
@@ -319,28 +326,25 @@ def test_a_daemon_serving_hostile_notes_keeps_answering_under_the_frame_limit(ho
         assert _raw("ping")[1]["ok"]
 
 
-def test_an_emoji_query_searches_instead_of_listing_recent_notes(home, tmp_path):
+def test_an_emoji_query_searches_for_what_it_names(home, tmp_path):
     from helpers import write_notes
     from notewell import config
     from notewell.engine import Engine
     from notewell.model.fake import FakeEmbedder
 
     notes = write_notes(tmp_path / "notes", {
-        "bread.md": "# Bread\n\nSourdough 🍞 loaf, baked on Sunday.\n",
-        "fire.md": "# Fire\n\nCampfire 🔥 songs.\n",
+        "bread.md": "# Sourdough\n\nA bread loaf, baked on Sunday.\n",
+        "fire.md": "# Campfire\n\nSongs by the fire.\n",
+        "tea.md": "# Tea\n\nGreen tea, brewed cool.\n",
     })
-    asked: list[str] = []
-
-    class Recording(FakeEmbedder):
-        def embed_queries(self, texts):
-            asked.extend(texts)
-            return self.embed_batch(texts)
-
+    for age, name in enumerate(("tea.md", "fire.md", "bread.md")):  # tea the most recent
+        os.utime(notes / name, (1_700_000_000 - age * 3600,) * 2)
     cfg = config.Config(sources=(config.SourceConfig("notes", "markdown", str(notes)),))
-    engine = Engine(cfg, embedder=Recording())
+    engine = Engine(cfg, embedder=FakeEmbedder())
     try:
         engine.sync()
-        engine.search("🍞")
-        assert "🍞" in asked  # searched by meaning, not answered with the recent notes
+        for query, note in (("🍞", "notes:bread.md"), ("🔥🔥", "notes:fire.md")):
+            hits = engine.search(query).hits
+            assert hits and hits[0].note_id == note, (query, [h.note_id for h in hits])
     finally:
         engine.close()

@@ -42,8 +42,9 @@ class Query:
     dates: tuple[tuple[str, str], ...] = ()
     created_after: float | None = None
     created_before: float | None = None
-    # Emoji and other pictographs in the text ("🍞"): no words for the keyword index
-    # (FTS5's unicode61 reads them as separators), but something to search by meaning.
+    # Emoji and other pictographs in the text ("🍞"). FTS5's unicode61 reads them as
+    # separators and the shipped model as one unknown token, so a query of nothing else
+    # searches for what they are named ("bread": ``symbol_words``).
     symbols: tuple[str, ...] = ()
 
     @property
@@ -79,13 +80,25 @@ def parse(raw: str) -> Query:
     text = " ".join(_FILTER.sub(" ", raw).split())
     words = _words(text)
     partial = bool(words) and not raw.endswith((" ", "\t")) and bool(_WORD.search(raw[-1:]))
+    shown = symbols(text)
+    if not words and shown:
+        text = symbol_words(shown)
+        words = _words(text)
     return Query(raw, text, tuple(tags), tuple(sources), similar, words, partial,
-                 dates=tuple(dates), symbols=symbols(text))
+                 dates=tuple(dates), symbols=shown)
 
 
 def symbols(text: str) -> tuple[str, ...]:
-    """The pictographs of ``text`` (Unicode "Symbol, other": emoji, ✓, ♥), in order."""
-    return tuple(ch for ch in text if not ch.isascii() and unicodedata.category(ch) == "So")
+    """The pictographs of ``text`` (Unicode "Symbol, other": emoji, ✓, ♥), in order;
+    not a flag's letters (REGIONAL INDICATOR SYMBOL LETTER F names no thing)."""
+    return tuple(ch for ch in text if not ch.isascii() and unicodedata.category(ch) == "So"
+                 and not 0x1F1E6 <= ord(ch) <= 0x1F1FF)
+
+
+def symbol_words(shown: tuple[str, ...]) -> str:
+    """What the pictographs are named, once each: "🔥🔥" reads "fire", "☕" "hot beverage"."""
+    names = (unicodedata.name(ch, "").lower() for ch in dict.fromkeys(shown))
+    return " ".join(n for n in names if n)
 
 
 _TYPING_TAG = re.compile(r"#([\w/\-]*)")
@@ -102,7 +115,7 @@ def literal(text: str) -> Query:
     """A finished query read as plain text: no filters, no word still being typed (for
     benchmark queries, which may contain ``#`` or ``in:`` as ordinary words)."""
     text = " ".join(clean(text).split())
-    return Query(text, text, words=_words(text), symbols=symbols(text))
+    return Query(text, text, words=_words(text))
 
 
 def _words(text: str) -> tuple[str, ...]:

@@ -482,12 +482,13 @@ def atx_heading(line: str, indent: int = 3, closing: bool = True) -> tuple[int, 
     return hashes, line[text_at:end]
 
 
-def iter_fenced(lines: Iterable[str]) -> Iterator[tuple[str, bool]]:
+def iter_fenced(lines: Iterable[str], fences: re.Pattern[str] = _FENCE
+                ) -> Iterator[tuple[str, bool]]:
     """Each line with whether it is code: inside a fenced block, or a fence line itself.
     A fence closes only with the same character at least as many times (CommonMark)."""
     fence: str | None = None
     for line in lines:
-        m = _FENCE.match(line)
+        m = fences.match(line)
         if m:
             marker = m.group(1)
             if fence is None:
@@ -500,6 +501,9 @@ def iter_fenced(lines: Iterable[str]) -> Iterator[tuple[str, bool]]:
 
 
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
+# For tags, a fence at any indentation: one in a numbered list's item is indented four
+# spaces (the Dendron vault's CSS examples, whose colours were read as tags).
+_ANY_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 # After whitespace, a line start or an opening parenthesis, but not "](" (a link to an
 # anchor, ``[see](#setup)``, is no tag).
 _TAG = re.compile(r"(?:(?<=\s)|(?<=^)|(?<=[^\]]\())#([\w][\w/\-]*)", re.M)
@@ -543,7 +547,7 @@ def inline_tags(body: str) -> list[str]:
         return []
     lines = body.splitlines()
     if "```" in body or "~~~" in body:
-        lines = [line for line, code in iter_fenced(lines) if not code]
+        lines = [line for line, code in iter_fenced(lines, _ANY_FENCE) if not code]
     kept = [line for line in lines if not atx_heading(line)]
     text = _INLINE_CODE.sub(" ", "\n".join(kept))
     text = _HTML_TAG.sub(" ", strip_comments(text))
