@@ -64,7 +64,7 @@ class Source:
             raise found
         return found
 
-    def passage_url(self, n: Note, anchor: str | None) -> str:
+    def passage_url(self, n: Note, anchor: str | None, line: int | None = None) -> str:
         return n.url
 
 
