@@ -348,3 +348,20 @@ def test_an_emoji_query_searches_for_what_it_names(home, tmp_path):
             assert hits and hits[0].note_id == note, (query, [h.note_id for h in hits])
     finally:
         engine.close()
+
+
+def test_a_tags_answer_is_bounded_whatever_the_notes_hold():
+    """Every reply has a size bound by construction: the tags op too (``total`` says how
+    many there were)."""
+    from notewell import api
+    from notewell.wire.requests import MAX_TAGS_REPLY
+
+    class ManyTags:
+        def tags(self, prefix):
+            return [{"tag": f"t{i:05}" + "x" * 90, "notes": 1} for i in range(12_000)]
+
+    out = api.op_tags(ManyTags(), {"prefix": None})
+    assert len(out["tags"]) == MAX_TAGS_REPLY and out["total"] == 12_000
+    import msgpack
+
+    assert len(msgpack.packb(out)) < 1_000_000

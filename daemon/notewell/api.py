@@ -135,7 +135,8 @@ def op_note(view: Any, args: dict) -> dict:
 
 
 def op_tags(view: Any, args: dict) -> dict:
-    return {"tags": view.tags(args["prefix"])}
+    tags = view.tags(args["prefix"])
+    return {"tags": tags[:requests.MAX_TAGS_REPLY], "total": len(tags)}
 
 
 def op_recent(view: Any, args: dict) -> dict:

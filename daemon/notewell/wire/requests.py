@@ -36,6 +36,9 @@ MAX_NAME_CHARS = 200  # a source name, a tag, a tag prefix
 MAX_NOTE_ID_CHARS = 2_000  # a source name and a path (macOS: at most 1,024 bytes)
 MAX_HEADING_CHARS = 1_000  # a heading path "A > B > C"
 MAX_DATE_CHARS = 40
+# The most tags one ``tags`` answer lists, by name (a tag is at most 100
+# characters: about 0.6 MB), so no collection of notes can push it over the frame limit.
+MAX_TAGS_REPLY = 5_000
 # Related notes for any text (op ``related``): the text read, at most. A client cuts a
 # longer selection to it and says so (``truncated``), as the daemon does for a file it
 # reads, and the answer tells the user; longer text sent as is is refused. All of it
