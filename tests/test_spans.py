@@ -34,10 +34,16 @@ def words_engine(engine, notes_dir):
 
 
 def test_stemmed_words_are_marked_where_the_passage_has_them(words_engine):
-    hit = hit_of(words_engine.search("runs ", mode="bm25"), "notes:runs.md")
+    # JSON answers (passages > 1) tokenize the whole passage.
+    hit = hit_of(words_engine.search("runs ", mode="bm25", passages=3), "notes:runs.md")
     assert marked(hit.passage, hit.spans) == ["running", "Runs"]
     assert hit.snippet == "Runs finish by six. Every day counts."
     assert marked(hit.snippet, hit.snippet_spans) == ["Runs"]
+    # The launcher's list (one passage a hit, every keystroke) tokenizes only the
+    # snippet; its passage marks the same words as written.
+    hit = hit_of(words_engine.search("runs ", mode="bm25"), "notes:runs.md")
+    assert marked(hit.snippet, hit.snippet_spans) == ["Runs"]
+    assert marked(hit.passage, hit.spans) == ["Runs"]
     # A stem need not be how its word starts: "days" and "day" are both "dai".
     hit = hit_of(words_engine.search("days ", mode="bm25"), "notes:runs.md")
     assert marked(hit.passage, hit.spans) == ["day"]

@@ -432,8 +432,11 @@ class Searcher:
                     shown.add(signature, p.title)
                 passage = clean_passage(p.text)
                 notes.append(p.note)
+                # One passage a hit is the launcher's list: its snippet tokenized, not
+                # the whole passage (``marked``), on every keystroke.
                 hits.append(marked(to_hit(p, picker.pick(passage), passage,
-                                          scores[p.chunk_id]), marks, self.reads))
+                                          scores[p.chunk_id]), marks, self.reads,
+                                   whole=passages > 1))
                 if len(hits) >= limit:
                     break
             if len(hits) >= limit:

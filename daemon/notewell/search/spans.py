@@ -230,9 +230,18 @@ def merged(spans: list[Span]) -> list[Span]:
     return out
 
 
-def marked(hit: Hit, finder: SpanFinder, reads: Reads) -> Hit:
+def marked(hit: Hit, finder: SpanFinder, reads: Reads, whole: bool = True) -> Hit:
     """``hit`` with the spans of its passage and snippet (the snippet's words are the
-    passage's: found as the words marked there, not tokenized again)."""
+    passage's: found as the words marked there, not tokenized again). Not ``whole`` (a
+    launcher's list, every keystroke): only the snippet is tokenized, and the passage
+    marks the same words as written, found by ``str.find`` (a form of a word that only
+    the passage holds goes unmarked there)."""
+    if not whole:
+        hit.snippet_spans = finder.keyword_spans(hit.snippet, reads.located_terms)
+        words = same_words(hit.passage, {hit.snippet[s:e] for s, e in hit.snippet_spans})
+        hit.spans = words if words or not finder.words or not hit.passage.strip() else [
+            finder.nearest_sentence(hit.passage)]
+        return hit
     words = finder.keyword_spans(hit.passage, reads.located_terms)
     hit.snippet_spans = same_words(hit.snippet, {hit.passage[s:e] for s, e in words})
     hit.spans = words if words or not finder.words or not hit.passage.strip() else [
@@ -273,9 +282,11 @@ def more_passages(hits: list[Hit], notes: list[int], scores: dict[int, float],
     ranked = {n: sorted(cs, key=lambda c: (-scores[c], c))[:most + 1]
               for n, cs in by_note.items() if len(cs) > 1}
     rows = {p.chunk_id: p for p in reads.passages([c for cs in ranked.values() for c in cs])}
-    located = reads.located_terms
     for hit, note in zip(hits, notes):
         hit.passages = [hit.shown_passage()]
+        # The words the shown passage marks, as written, are found again in the others
+        # (``str.find``): no passage but the shown one is tokenized.
+        surfaces = {hit.passage[s:e] for s, e in hit.spans if e - s < 60}
         for chunk_id in ranked.get(note, ()):
             p = rows.get(chunk_id)
             if len(hit.passages) >= most or p is None:
@@ -284,6 +295,16 @@ def more_passages(hits: list[Hit], notes: list[int], scores: dict[int, float],
             if not text or text == hit.passage:
                 continue
             hit.passages.append({"text": text, "heading_path": p.heading,
-                                 "spans": [list(s) for s in finder.spans(text, located)],
+                                 "spans": [list(s) for s in _spans_as(text, surfaces,
+                                                                       finder)],
                                  "score": round(scores[chunk_id], 6)})
     return hits
+
+
+def _spans_as(text: str, surfaces: set[str], finder: SpanFinder) -> list[Span]:
+    """The words ``surfaces`` in ``text``, else (a passage found by meaning) its sentence
+    nearest the query."""
+    found = same_words(text, surfaces)
+    if found or not text.strip() or not finder.words:
+        return found
+    return [finder.nearest_sentence(text)]
