@@ -304,7 +304,10 @@ def more_passages(hits: list[Hit], notes: list[int], scores: dict[int, float],
 def _spans_as(text: str, surfaces: set[str], finder: SpanFinder) -> list[Span]:
     """The words ``surfaces`` in ``text``, else (a passage found by meaning) its sentence
     nearest the query."""
-    found = same_words(text, surfaces)
+    if text.isascii():  # a word capitalised in one passage and not in another
+        found = same_words(text.lower(), {w.lower() for w in surfaces})
+    else:
+        found = same_words(text, surfaces)
     if found or not text.strip() or not finder.words:
         return found
     return [finder.nearest_sentence(text)]
