@@ -247,10 +247,17 @@ def workflow(inst: Installed) -> tuple[Path, dict]:
     return dest, plist
 
 
+def search_filter(plist: dict) -> dict:
+    """The search's Script Filter (the other one lists notes related to a selection)."""
+    (sf,) = [o for o in plist["objects"] if o["type"] == "alfred.workflow.input.scriptfilter"
+             and o["config"]["keyword"] == "{var:keyword}"]
+    return sf
+
+
 def script_filter(inst: Installed, wf: Path, plist: dict, query: str) -> dict:
     """The Script Filter, run exactly as Alfred runs it: ``/bin/zsh -c SCRIPT zsh QUERY``
     in the workflow's folder, the workflow's variables in a bare environment."""
-    (sf,) = [o for o in plist["objects"] if o["type"] == "alfred.workflow.input.scriptfilter"]
+    sf = search_filter(plist)
     assert sf["config"]["type"] == 5 and sf["config"]["scriptargtype"] == 1
     env = {"PATH": "/usr/bin:/bin", "HOME": str(inst.user), **plist["variables"]}
     out = run([zsh() or "zsh", "-c", sf["config"]["script"], "zsh", query], cwd=wf, env=env,
@@ -312,8 +319,7 @@ def test_pip_install_from_the_wheel_runs_everything_from_the_installed_package(
     try:
         daemon.wait()
         wf, plist = workflow(inst)
-        (sf,) = [o for o in plist["objects"]
-                 if o["type"] == "alfred.workflow.input.scriptfilter"]
+        sf = search_filter(plist)
         # The workflow's own copy of the zsh client; no path into the installation.
         assert sf["config"]["script"] == 'source ./notewell-query.zsh "$1"'
         assert str(site) not in json.dumps(plist) and str(inst.python) not in json.dumps(plist)
