@@ -57,16 +57,6 @@ def test_search_latency_smoke(cache, tmp_path):
     assert size["search_after_idle"]["gap_ms"] == 5 and size["search_after_idle"]["n"] == 3
 
 
-def test_spans_smoke(cache, tmp_path):
-    out = run("spans.py", "--size", "150", "--queries", "3", "--passes", "1", "--rounds", "1",
-              "--json", str(tmp_path / "r.json"), cache=cache)
-    assert "spans_20_hits_cold.p50" in out and "alfred.p50" in out
-    import json
-
-    new = json.loads((tmp_path / "r.json").read_text())["medians"]["new"]
-    assert new["json.n"] == 3 and new["previews_named.n"] == 3
-
-
 def test_memory_smoke(cache):
     out = run("memory.py", "--sizes", "150", "--vectors", "random", "--seconds", "1",
               cache=cache)
@@ -134,9 +124,3 @@ def test_energy_smoke(cache, tmp_path):
 
     r = json.loads((tmp_path / "e.json").read_text())
     assert r["notes"] == 20 and r["threads"] > 1 and r["cpu_s_per_min"] >= 0
-
-
-def test_related_smoke(cache):
-    out = run("related.py", "--fake", "--pairs", "3", "--runs", "1", cache=cache)
-    for label in ("chunks  pairs: A@1", "cut     pairs: A@1", "read 10,000 characters"):
-        assert label in out
