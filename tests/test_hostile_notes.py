@@ -22,7 +22,7 @@ from notewell.ingest import chunking
 from notewell.ingest.chunking import BLOB_MARK, ChunkSettings, chunk_note, drop_blobs
 from notewell.notes import MAX_PASSAGE_CHARS, Hit, Note
 from notewell.search import presentation
-from notewell.sources import bear, frontmatter, markdown
+from notewell.sources import bear, frontmatter, markdown, markdown_text
 from notewell.wire import protocol
 
 MB = 1 << 20
@@ -70,22 +70,22 @@ def _headings(text: str) -> int:
 # (what, function, adversarial text of about n characters): one or more per pattern
 # named in issue 36 and per pattern the audit found slow.
 CASES = [
-    ("_WIKILINK", markdown.render_links, repeat("[[")),
-    ("_WIKILINK alias", markdown.render_links, repeat("[[a|")),
-    ("_EMBED", markdown.render_links, repeat("![[")),
-    ("link target", markdown.render_links, repeat("a.", "[[x|", "]]")),
+    ("_WIKILINK", markdown_text.render_links, repeat("[[")),
+    ("_WIKILINK alias", markdown_text.render_links, repeat("[[a|")),
+    ("_EMBED", markdown_text.render_links, repeat("![[")),
+    ("link target", markdown_text.render_links, repeat("a.", "[[x|", "]]")),
     ("_WIKI_PDF", _pdf_links, repeat("[[")),
     ("_WIKI_PDF anchor", _pdf_links, repeat("[[a.pdf#")),
     ("_WIKI_PDF alias", _pdf_links, repeat("[[a.pdf|")),
     ("_MD_PDF", _pdf_links, repeat("[x](")),
     ("_MD_PDF <>", _pdf_links, repeat("](<")),
     ("_MD_PDF anchor", _pdf_links, repeat("#.pdf", "](a.pdf")),
-    ("_HTML_COMMENT", markdown.inline_tags, repeat("<!--")),
-    ("%% comment", markdown.inline_tags, repeat("%%")),
-    ("_INLINE_CODE", markdown.inline_tags, repeat("`")),
-    ("fenced code", markdown.inline_tags, repeat("```a\n")),
-    ("first heading", markdown.first_heading, repeat(" ", "# a", "b")),
-    ("preamble tags", markdown.first_heading, repeat("#a ", "", "!\n===")),
+    ("_HTML_COMMENT", markdown_text.inline_tags, repeat("<!--")),
+    ("%% comment", markdown_text.inline_tags, repeat("%%")),
+    ("_INLINE_CODE", markdown_text.inline_tags, repeat("`")),
+    ("fenced code", markdown_text.inline_tags, repeat("```a\n")),
+    ("first heading", markdown_text.first_heading, repeat(" ", "# a", "b")),
+    ("preamble tags", markdown_text.first_heading, repeat("#a ", "", "!\n===")),
     ("_HEADING", _headings, repeat(" ", "# x", "y")),
     ("_HEADING lines", _headings, repeat("# a #\n")),
     ("frontmatter comment", frontmatter.split_frontmatter,
@@ -107,9 +107,9 @@ def test_each_pattern_is_linear_up_to_1_mb_of_adversarial_text(what, fn, make):
 def parse_note(text: str) -> list:
     """What reading and cutting one note does to its text."""
     meta, body = frontmatter.split_frontmatter(text)
-    markdown.collect_tags(meta, body)
+    markdown_text.collect_tags(meta, body)
     _pdf_links(body)
-    return chunk_note(markdown.first_heading(body) or "", markdown.render_links(body))
+    return chunk_note(markdown_text.first_heading(body) or "", markdown_text.render_links(body))
 
 
 TOKENS = ["[[", "]]", "![[", "[", "]", "(", ")", "](", "](<", ">", "<!--", "-->", "%%", "`",
@@ -140,15 +140,15 @@ def _words(*tokens: str, size: int = 14) -> st.SearchStrategy[str]:
 @given(_words("#", " ", "\t", "a", "b#", "##", "x "))
 def test_heading_scans_read_as_the_old_patterns(line):
     m = _OLD_ATX.match(line)
-    assert markdown.atx_heading(line) == ((len(m[1]), m[2]) if m else None)
+    assert markdown_text.atx_heading(line) == ((len(m[1]), m[2]) if m else None)
     m = _OLD_CHUNK_HEADING.match(line)
-    assert markdown.atx_heading(line, 0, False) == ((len(m[1]), m[2]) if m else None)
+    assert markdown_text.atx_heading(line, 0, False) == ((len(m[1]), m[2]) if m else None)
 
 
 @settings(max_examples=400, deadline=None)
 @given(_words("<!--", "-->", "%%", "%", "-", "<", "!", "a", "\n"))
 def test_comment_scan_reads_as_the_old_pattern(text):
-    assert markdown.strip_comments(text) == _OLD_COMMENT.sub(" ", text)
+    assert markdown_text.strip_comments(text) == _OLD_COMMENT.sub(" ", text)
 
 
 @settings(max_examples=400, deadline=None)
@@ -161,8 +161,8 @@ def test_value_comments_and_copy_suffixes_read_as_the_old_patterns(text):
 
 def test_a_link_holding_the_start_of_another_renders_the_inner_one():
     # A run never crosses "[": that is what makes the patterns linear.
-    assert markdown.render_links("[[a [[b]] c") == "[[a b c"
-    assert markdown.render_links("![[a ![[b.png]] c") == "![[a  c"
+    assert markdown_text.render_links("[[a [[b]] c") == "[[a b c"
+    assert markdown_text.render_links("![[a ![[b.png]] c") == "![[a  c"
 
 
 # -- item 8: tags -------------------------------------------------------------------------
@@ -173,16 +173,16 @@ def test_tags_are_not_taken_from_code_or_headings():
             "```css\n.a { color: #ffcc00; }\n```\n\n"
             "~~~~\n#fenced\n~~~\n#still-fenced\n~~~~\n\n"
             "## Also #not-a-tag here ##\n#kept")
-    assert markdown.inline_tags(body) == ["real", "kept"]
+    assert markdown_text.inline_tags(body) == ["real", "kept"]
 
 
 def test_tags_are_not_taken_from_a_fence_inside_a_list_item():
     body = "1. Paste this:\n    ```css\n    a { color: #002b5c; }\n    ```\n1. Done #css\n"
-    assert markdown.inline_tags(body) == ["css"]
+    assert markdown_text.inline_tags(body) == ["css"]
 
 
 def test_a_line_of_tags_is_tags_not_a_heading():
-    assert markdown.inline_tags("#work #home\ntext") == ["work", "home"]
+    assert markdown_text.inline_tags("#work #home\ntext") == ["work", "home"]
 
 
 # -- item 2: blobs and bounds ----------------------------------------------------------

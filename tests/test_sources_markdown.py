@@ -11,11 +11,10 @@ from helpers import write_notes
 from notewell.config import SourceConfig
 from notewell.sources import SourceError
 from notewell.sources.frontmatter import split_frontmatter
-from notewell.sources.markdown import (
-    MarkdownSource,
+from notewell.sources.markdown import MarkdownSource, glob_to_regex
+from notewell.sources.markdown_text import (
     collect_tags,
     first_heading,
-    glob_to_regex,
     inline_tags,
     render_links,
 )

@@ -677,7 +677,7 @@ def read_file_text(path: str, ext: str) -> tuple[str, str]:
     """(title, text) of a file outside the configured sources: a PDF's pages, a Markdown
     or text file without its frontmatter. Raises ``ArgumentError``."""
     from notewell.sources.frontmatter import split_frontmatter
-    from notewell.sources.markdown import decode_note
+    from notewell.sources.markdown_text import decode_note
     from notewell.sources.pdf import PdfProblem, read_pages
 
     title = os.path.splitext(os.path.basename(path))[0]

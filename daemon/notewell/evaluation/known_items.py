@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from notewell.evaluation.metrics import EvalError, EvalQuery
 from notewell.notes import Note, NoteStub
 from notewell.sources import Source, SourceWarning
-from notewell.sources.markdown import iter_fenced
+from notewell.sources.markdown_text import iter_fenced
 
 SEED = "notewell-known-items-1"  # changing it changes every user's queries
 QUERIES = 200  # default sample

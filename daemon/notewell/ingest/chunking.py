@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass
 
 from notewell.index.cjk import CJK_CHARS
 from notewell.notes import MAX_HEADING_CHARS, MAX_PASSAGE_CHARS, Attachment, Chunk, Note, cut
-from notewell.sources.markdown import atx_heading, iter_fenced, path_alias
+from notewell.sources.markdown import path_alias
+from notewell.sources.markdown_text import atx_heading, iter_fenced
 
 # A Chinese, Japanese or Korean character is a piece of its own: those scripts put no
 # spaces between words, and a model reads about one token per character or two.

@@ -43,7 +43,7 @@ from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import SourceConfig
 from notewell.notes import Attachment, Note, NoteStub, nfc, nfc_note
 from notewell.sources.base import SourceDenied, SourceError, access_problem, is_denied
-from notewell.sources.markdown import iter_fenced, render_links, strip_comments
+from notewell.sources.markdown_text import iter_fenced, render_links, strip_comments
 
 log = logging.getLogger(__name__)
 
