@@ -20,7 +20,8 @@ from notewell import config
 from notewell.agents import tools
 from notewell.agents.link import DaemonLink
 from notewell.agents.server import NotewellTools
-from notewell.engine import ArgumentError, Engine, text_vector
+from notewell.engine import ArgumentError, Engine
+from notewell.ingest.selection import text_vector
 from notewell.ingest.chunking import ChunkSettings
 from notewell.launcher import alfred_related
 from notewell.model.fake import FakeEmbedder

@@ -22,15 +22,15 @@ import stat
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
 
-import numpy as np
-
 from notewell import __version__
 from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.config import Config
 from notewell.index import schema, store
 from notewell.index.database import Index
 from notewell.index.schema import SCHEMA_VERSION, BuildSettings
-from notewell.ingest.chunking import ChunkSettings, chunk_note, heading_paths, section
+from notewell.ingest.chunking import ChunkSettings, heading_paths, section
+from notewell.ingest.rebuild import rebuild
+from notewell.ingest.selection import RELATED_FILE_TYPES, read_file_text, text_problem, text_vector
 from notewell.ingest.sync import ProgressBars, Syncer, SyncReport, UnreadableNotes
 from notewell.model.custom import open_folder
 from notewell.model.embedding import Embedder
@@ -43,18 +43,11 @@ from notewell.search.ranking import Ranking
 from notewell.search.searcher import Searcher, SearchResult
 from notewell.sources import Source, SourceWarning, open_source
 from notewell.wire import paths, requests
+from notewell.wire.requests import ArgumentError
 
 log = logging.getLogger(__name__)
 
 DateBound = str | float | int | None
-
-
-class ArgumentError(requests.BadArguments):
-    """An argument a read cannot use given the notes (its type and range are checked by
-    ``wire.requests``); ``name`` is the argument, the message says why."""
-
-    def __init__(self, name: str, message: str) -> None:
-        super().__init__(f"{name}: {message}", name)
 
 
 class NoteNotFound(LookupError):
@@ -579,123 +572,6 @@ def chunker_for(embedder: Embedder) -> ChunkSettings:
     default)."""
     tokens = getattr(embedder, "max_tokens", None)
     return ChunkSettings.for_tokens(tokens) if isinstance(tokens, int) else ChunkSettings()
-
-
-def rebuild(sources: list[Source], embedder: Embedder, chunker: ChunkSettings,
-            index_dir: str, progress: bool | ProgressBars = False,
-            should_stop: Callable[[], bool] = lambda: False,
-            keep_if_failed: Collection[str] = (),
-            before_publish: Callable[[], None] | None = None
-            ) -> tuple[str | None, list[SyncReport]]:
-    """Build a fresh index beside the live one, then publish it atomically, so searches
-    keep answering from the old one meanwhile. Works when the live index is unusable
-    (other model, corrupt); vectors it holds from the same embedder are reused. After a
-    switch of model the old model's vectors are kept (``store.keep_vectors``) and a
-    model switched back to takes its kept vectors in: neither re-embeds what it had.
-    Notes a scan keeps but cannot read (offloaded to iCloud, under a folder it cannot
-    list) keep their rows from the live index (``Index.carry_notes``), cut as they were.
-    Stopped by ``should_stop``, or when a source named in ``keep_if_failed`` could not be
-    read (its root, or rows that could not be carried over: another model's index), the
-    build is not published (path None), and the next one takes its vectors in.
-    ``before_publish`` runs just before the build becomes current (``notewell model use``
-    writes ``[model]`` there); if it raises, nothing is published.
-    The caller holds ``index.writer``'s lock: two builds would share the build path."""
-    paths.ensure_private_dir(index_dir)
-    settings = BuildSettings(embedder.fingerprint(), embedder.dim, chunker.fingerprint())
-    build = store.begin_build(index_dir)
-    current = store.current_path(index_dir)
-    fresh: Index | None = None
-    try:
-        store.keep_vectors(current, index_dir, settings.embedder)
-        fresh = Index(build.path, settings)
-        fresh.import_vectors(current)
-        fresh.import_vectors(store.kept_vectors_path(index_dir, settings.embedder))
-        fresh.import_vectors(build.earlier)
-        store.drop_earlier(build)
-        # Notes a scan keeps but cannot read (offloaded, under an unreadable folder) take
-        # their rows from the live index: the build then lacks nothing and is published.
-        syncer = Syncer(fresh, embedder, chunker, should_stop, carry_from=current)
-        reports = [syncer.sync(src, progress=progress) for src in sources]
-        fresh.checkpoint()
-    except Exception:
-        # A failed build (a full disk, say) gives back what it took at once: no open
-        # deleted WAL keeps the space, no building file stays.
-        if fresh is not None:
-            fresh.close()
-        store.discard(build)
-        raise
-    except BaseException:  # Ctrl-C: kept, closed, for the next try to take its vectors in
-        if fresh is not None:
-            fresh.close()
-        raise
-    fresh.close()
-    failed = [r.source for r in reports
-              if r.error and not r.carried_all and r.source in keep_if_failed]
-    if should_stop() or failed:
-        log.warning("index not rebuilt (%s); the live index answers until the next try",
-                    f"could not read {', '.join(failed)}" if failed else "stopped")
-        return None, reports
-    if before_publish is not None:
-        before_publish()
-    final = store.publish(build.path)
-    store.forget_vectors(index_dir, settings.embedder)  # in the live index now
-    return final, reports
-
-
-# -- related notes for any text ------------------------------------------------------------
-
-RELATED_FILE_TYPES = (".md", ".markdown", ".txt", ".pdf")
-
-
-def text_problem(text: str) -> str | None:
-    """Why ``text`` cannot be read for related notes (blank; binary: NUL bytes, or mostly
-    control characters and undecodable bytes), else None."""
-    if not text.strip():
-        return "is empty: select some text, or a Markdown, text or PDF file"
-    head = text[:4000]
-    odd = sum(1 for c in head if (c < " " and c not in "\t\n\r\f") or c == "\ufffd")
-    if "\x00" in head or odd > len(head) // 10:
-        return ("looks like binary data, not text: select some text, or a Markdown, text "
-                "or PDF file")
-    return None
-
-
-def text_vector(embedder: Embedder, chunker: ChunkSettings, text: str, title: str = ""
-                ) -> np.ndarray:
-    """A text's vector as a note's mean passage vector is made: cut into passages as a
-    note is (``chunk_note``), each embedded as a passage (a model with prefixes reads it
-    with the passage prefix, as the notes it is compared with were), their mean at unit
-    length. A text longer than the model's window counts whole, not only its start
-    (measured against reading its first window alone: ``bench/related.py``)."""
-    chunks = chunk_note(title, text, chunker)
-    vectors = embedder.embed_batch([c.embed_text(title) for c in chunks])
-    mean = vectors.mean(axis=0)
-    return (mean / max(float(np.linalg.norm(mean)), 1e-12)).astype(np.float32)
-
-
-def read_file_text(path: str, ext: str) -> tuple[str, str]:
-    """(title, text) of a file outside the configured sources: a PDF's pages, a Markdown
-    or text file without its frontmatter. Raises ``ArgumentError``."""
-    from notewell.sources.frontmatter import split_frontmatter
-    from notewell.sources.markdown_text import decode_note
-    from notewell.sources.pdf import PdfProblem, read_pages
-
-    title = os.path.splitext(os.path.basename(path))[0]
-    if ext == ".pdf":
-        try:
-            pages = read_pages(path, requests.MAX_RELATED_FILE_BYTES)
-        except PdfProblem as e:
-            raise ArgumentError("path", str(e).removesuffix("; skipped")) from None
-        return title, "\n\n".join(pages)
-    try:
-        with open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as f:
-            raw = f.read(requests.MAX_RELATED_FILE_BYTES + 1)
-        text = nfc(decode_note(raw, path))
-    except OSError as e:
-        raise ArgumentError("path", f"{path[:300]}: {e.strerror}") from None
-    except SourceWarning as e:
-        raise ArgumentError("path", str(e).removesuffix("; skipped")) from None
-    return title, split_frontmatter(text)[1] if ext != ".txt" else text
 
 
 def _size(path: str) -> int:

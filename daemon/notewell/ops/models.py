@@ -5,7 +5,7 @@ its models in one command.
 download the model's files (only when the user runs it; resumable; size and hash
 checked: ``model.download``), load it and run the functional check (``model.catalog``),
 then, holding the index's writer lock (``index.writer``), build a new index beside the
-live one with the new model (``engine.rebuild``: passages whose text the index already
+live one with the new model (``ingest.rebuild``: passages whose text the index already
 holds are not cut again, and the old model's vectors are kept, so switching back embeds
 nothing it had), write ``[model]`` to config.toml just before the build is published,
 and finally restart the running daemon in its process so it loads the new model

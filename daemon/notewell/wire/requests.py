@@ -42,7 +42,7 @@ MAX_TAGS_REPLY = 5_000
 # Related notes for any text (op ``related``): the text read, at most. A client cuts a
 # longer selection to it and says so (``truncated``), as the daemon does for a file it
 # reads, and the answer tells the user; longer text sent as is is refused. All of it
-# counts, passage by passage (``engine.text_vector``): on the demo notes a selection of
+# counts, passage by passage (``ingest.selection.text_vector``): on the demo notes a selection of
 # two notes' text finds the second note in the top 5 for 95% of pairs, against 28% when
 # only the first window is read (bench/README.md, "Related notes"). The cost grows with
 # the text: 10,000 characters of the demo notes are 32 passages, about a second at the
@@ -61,6 +61,14 @@ class BadArguments(ValueError):
     def __init__(self, message: str, name: str | None = None) -> None:
         super().__init__(message)
         self.name = name
+
+
+class ArgumentError(BadArguments):
+    """An argument a read cannot use given the notes (its type and range are checked
+    here); ``name`` is the argument, the message says why."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}", name)
 
 
 _SAME = object()  # an agent's default is the default
