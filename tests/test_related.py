@@ -21,8 +21,8 @@ from notewell.agents import tools
 from notewell.agents.link import DaemonLink
 from notewell.agents.server import NotewellTools
 from notewell.engine import ArgumentError, Engine
-from notewell.ingest.selection import text_vector
 from notewell.ingest.chunking import ChunkSettings
+from notewell.ingest.selection import text_vector
 from notewell.launcher import alfred_related
 from notewell.model.fake import FakeEmbedder
 from notewell.ops.demo import demo_notes_dir
