@@ -394,7 +394,7 @@ class Searcher:
         # searches stop within the first (0.9 ms for 50 notes at 100k chunks).
         signatures: dict[int, np.ndarray | None] = {}
         hits: list[Hit] = []
-        notes: list[int] = []  # each hit's note row
+        showing: list[tuple[int, int]] = []  # each hit's note row and passage
         seen: set[str] = set()
         shown = Shown(self.ranking, limit)
         # Snippets favour the sentence with the query's rarer words (a typo's as meant).
@@ -431,7 +431,7 @@ class Searcher:
                 if signature is not None:
                     shown.add(signature, p.title)
                 passage = clean_passage(p.text)
-                notes.append(p.note)
+                showing.append((p.note, p.chunk_id))
                 # One passage a hit is the launcher's list: its snippet tokenized, not
                 # the whole passage (``marked``), on every keystroke.
                 hits.append(marked(to_hit(p, picker.pick(passage), passage,
@@ -441,7 +441,7 @@ class Searcher:
                     break
             if len(hits) >= limit:
                 break
-        return more_passages(hits, notes, scores, owners, passages, marks, self.reads)
+        return more_passages(hits, showing, scores, owners, passages, marks, self.reads)
 
 
 def _within_reach(titles: list[tuple[int, float]], chunks: list[tuple[int, float]], k: int

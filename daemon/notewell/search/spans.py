@@ -265,24 +265,25 @@ def same_words(text: str, surfaces: set[str]) -> list[Span]:
     return merged(spans)
 
 
-def more_passages(hits: list[Hit], notes: list[int], scores: dict[int, float],
+def more_passages(hits: list[Hit], shown: list[tuple[int, int]], scores: dict[int, float],
                   owners: list[tuple[int, int, int]], most: int, finder: SpanFinder,
                   reads: Reads) -> list[Hit]:
-    """``hits`` (of the note rows ``notes``) with up to ``most`` passages each: after the
-    shown one, the note's other passages that either retriever found (``scores``: chunk
-    -> fused score; ``owners``: chunk, note, vector), best first. A passage neither
-    retriever found is no match to show."""
+    """``hits`` (showing the passages ``shown``: note row, chunk) with up to ``most``
+    passages each: after the shown one, the note's other passages that either retriever
+    found (``scores``: chunk -> fused score; ``owners``: chunk, note, vector), best first.
+    A passage neither retriever found is no match to show."""
     if most <= 1 or not hits:
         return hits
-    wanted = set(notes)
+    shown_chunk = dict(shown)
     by_note: dict[int, list[int]] = {}
     for chunk_id, note, _ in owners:
-        if note in wanted:
+        if note in shown_chunk and chunk_id != shown_chunk[note]:
             by_note.setdefault(note, []).append(chunk_id)
-    ranked = {n: sorted(cs, key=lambda c: (-scores[c], c))[:most + 1]
-              for n, cs in by_note.items() if len(cs) > 1}
+    # One more than needed: a passage may repeat the shown one's text.
+    ranked = {n: sorted(cs, key=lambda c: (-scores[c], c))[:most]
+              for n, cs in by_note.items()}
     rows = {p.chunk_id: p for p in reads.passages([c for cs in ranked.values() for c in cs])}
-    for hit, note in zip(hits, notes):
+    for hit, (note, _) in zip(hits, shown):
         hit.passages = [hit.shown_passage()]
         # The words the shown passage marks, as written, are found again in the others
         # (``str.find``): no passage but the shown one is tokenized.
