@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import threading
 import time
 from pathlib import Path
 
@@ -273,3 +274,44 @@ def test_while_the_folder_cannot_be_made_answers_name_no_pages(home):
     w.submit(w.job([alfred_hit()]))  # a job still goes to the writer, which tries again
     w.flush()
     assert w.usable and w.job([alfred_hit()]).paths[0] is not None
+
+
+def test_the_writer_skips_answers_a_newer_one_replaced(home, monkeypatch):
+    from notewell.launcher import quicklook
+
+    busy, release = threading.Event(), threading.Event()
+    real_write = quicklook.write
+
+    def slow_write(job):
+        busy.set()
+        release.wait(10)
+        return real_write(job)
+
+    monkeypatch.setattr(quicklook, "write", slow_write)
+    w = quicklook.Writer()
+    first, replaced, newest = (w.job([alfred_hit(passage=f"typed {i}")]) for i in range(3))
+    w.submit(first)
+    assert busy.wait(10)  # the writer is on the first answer
+    w.submit(replaced)
+    w.submit(newest)
+    release.set()
+    w.flush()
+    assert os.path.exists(first.paths[0]) and os.path.exists(newest.paths[0])
+    assert not os.path.exists(replaced.paths[0])
+
+
+def test_the_writer_keeps_the_folder_bounded_listing_it_only_to_prune(home, monkeypatch):
+    from notewell.launcher import quicklook
+    from notewell.wire import paths
+
+    listed = []
+    real_listed = quicklook._listed
+    monkeypatch.setattr(quicklook, "_listed", lambda f: listed.append(f) or real_listed(f))
+    w = quicklook.Writer()
+    answers = 15
+    for a in range(answers):  # twenty new pages an answer, 300 in all
+        w.submit(w.job([alfred_hit(passage=f"answer {a} hit {i}") for i in range(20)]))
+        w.flush()
+        assert len(os.listdir(paths.preview_dir())) <= quicklook.MAX_PREVIEWS
+    assert len(os.listdir(paths.preview_dir())) >= quicklook.MAX_PREVIEWS - 50
+    assert len(listed) < answers // 2  # once at the start, then once a pruning

@@ -7,8 +7,10 @@ hit on the next keystroke names the same file, and two answers at once never wri
 each other's pages. An answer only names its pages (``Job``: a hash per hit, no I/O);
 ``Writer``, the folder's one writer, a thread of its own, writes those not there yet
 after the answer is rendered, so a keystroke never waits on the disk (writing twenty
-files took 0.6 ms, and spikes of 5-9 ms, on this machine's ext4). The number of pages
-stays bounded: past ``MAX_PREVIEWS`` the oldest go (a page shown again is touched).
+files took 0.6 ms, and spikes of 5-9 ms, on this machine's ext4). Typing faster than the
+pages are written skips the answers a newer one replaced: Alfred shows only the newest.
+The number of pages stays bounded: past ``MAX_PREVIEWS`` the oldest go (a page shown
+again is touched); the writer counts what it adds, so the folder is listed only then.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_PREVIEWS = 200  # about ten answers of twenty hits
+_PRUNED_TO = MAX_PREVIEWS - 50  # room for a few answers' new pages before the next pruning
 _STYLE = ("body{font:15px/1.5 -apple-system,system-ui,sans-serif;margin:2em;max-width:46em}"
           "h1{font-size:1.3em;margin:0}p.where{color:#777;margin:.2em 0 1.2em}"
           "div{white-space:pre-wrap}mark{background:#ffe066;color:inherit}")
@@ -98,6 +101,7 @@ class Writer:
         self._jobs: queue.Queue[Job] = queue.Queue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._pages: int | None = None  # in the folder; the writer thread's, listed once
 
     def job(self, hits: list[Hit], folder: str | None = None) -> Job:
         """A job naming ``hits``' pages (none while the folder is unusable)."""
@@ -120,14 +124,24 @@ class Writer:
     def _run(self) -> None:
         while True:
             job = self._jobs.get()
+            while not self._jobs.empty():  # replaced in Alfred by a newer answer
+                self._jobs.task_done()
+                job = self._jobs.get()
             try:
                 self.usable = ready(job.folder)
                 if self.usable:
-                    write(job)
+                    self._write(job)
             except Exception:  # a cache: a page not written is shown as the file instead
                 log.exception("Quick Look previews not written")
             finally:
                 self._jobs.task_done()
+
+    def _write(self, job: Job) -> None:
+        if self._pages is None:
+            self._pages = len(_listed(job.folder))
+        self._pages += write(job)
+        if self._pages > MAX_PREVIEWS:
+            self._pages = prune(job.folder, keep=_PRUNED_TO)
 
 
 def ready(folder: str) -> bool:
@@ -140,9 +154,10 @@ def ready(folder: str) -> bool:
         return False
 
 
-def write(job: Job) -> None:
-    """Write the job's pages not there yet, touch the others, then keep the folder bounded."""
-    wrote = False
+def write(job: Job) -> int:
+    """Write the job's pages not there yet (in a folder ``ready`` made), touch the others;
+    the number written."""
+    wrote = 0
     for page, path in zip(job.pages, job.paths):
         if path is None:
             continue
@@ -150,24 +165,31 @@ def write(job: Job) -> None:
             if os.path.exists(path):
                 os.utime(path)  # shown again: the newest to keep
                 continue
-            paths.write_atomic(path, render(page).encode("utf-8", "replace"))
-            wrote = True
+            paths.write_atomic(path, render(page).encode("utf-8", "replace"),
+                               folder_made=True)
+            wrote += 1
         except OSError as e:
             log.warning("Quick Look preview %s not written: %s", path, e)
-    if wrote:
-        prune(job.folder)
+    return wrote
 
 
-def prune(folder: str, keep: int = MAX_PREVIEWS) -> None:
-    """Remove the oldest previews beyond ``keep``."""
+def _listed(folder: str) -> list[tuple[int, str]]:
+    """(modified, path) of the previews in ``folder``."""
     try:
-        found = [(e.stat().st_mtime_ns, e.path) for e in os.scandir(folder)
-                 if e.name.endswith(".html") and e.is_file(follow_symlinks=False)]
+        return [(e.stat().st_mtime_ns, e.path) for e in os.scandir(folder)
+                if e.name.endswith(".html") and e.is_file(follow_symlinks=False)]
     except OSError:
-        return
-    for _, path in sorted(found)[: max(0, len(found) - keep)]:
+        return []
+
+
+def prune(folder: str, keep: int = MAX_PREVIEWS) -> int:
+    """Remove the oldest previews beyond ``keep``; how many are left."""
+    found = _listed(folder)
+    gone = sorted(found)[: max(0, len(found) - keep)]
+    for _, path in gone:
         with contextlib.suppress(OSError):
             os.remove(path)
+    return len(found) - len(gone)
 
 
 _WRITER = Writer()
@@ -184,5 +206,6 @@ def write_previews(hits: list[Hit], folder: str | None = None) -> list[str | Non
     job = Job(hits, folder)
     if not job.pages or not ready(job.folder):
         return [None] * len(hits)
-    write(job)
+    if write(job):
+        prune(job.folder)
     return job.paths
