@@ -231,14 +231,6 @@ def keyword_columns(db: apsw.Connection, chunk_ids: Sequence[int]
     return ((chunk_id, *columns) for chunk_id, _, _, *columns in rows)
 
 
-def passage_texts(db: apsw.Connection, chunk_ids: Sequence[int]
-                  ) -> dict[int, tuple[str, str]]:
-    """Chunk id -> (heading path, passage) of those of ``chunk_ids`` still indexed."""
-    return {i: (heading, text) for i, heading, text in db.execute(
-        "SELECT id, heading_path, text FROM chunks WHERE id IN "
-        "(SELECT value FROM json_each(?))", (_ids(chunk_ids),))}
-
-
 def titles_and_texts(db: apsw.Connection, chunk_ids: Sequence[int]) -> list[tuple[str, str]]:
     """(note title, passage) of each of ``chunk_ids``."""
     return db.execute("SELECT n.title, c.text FROM chunks c JOIN notes n ON n.id = c.note "

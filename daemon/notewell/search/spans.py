@@ -282,20 +282,20 @@ def more_passages(hits: list[Hit], shown: list[tuple[int, int]], scores: dict[in
     # One more than needed: a passage may repeat the shown one's text.
     ranked = {n: sorted(cs, key=lambda c: (-scores[c], c))[:most]
               for n, cs in by_note.items()}
-    rows = reads.passage_texts([c for cs in ranked.values() for c in cs])
+    rows = {p.chunk_id: p for p in reads.passages([c for cs in ranked.values() for c in cs])}
     for hit, (note, _) in zip(hits, shown):
         hit.passages = [hit.shown_passage()]
         # The words the shown passage marks, as written, are found again in the others
         # (``str.find``): no passage but the shown one is tokenized.
         surfaces = {hit.passage[s:e] for s, e in hit.spans if e - s < 60}
         for chunk_id in ranked.get(note, ()):
-            row = rows.get(chunk_id)
-            if len(hit.passages) >= most or row is None:
+            p = rows.get(chunk_id)
+            if len(hit.passages) >= most or p is None:
                 continue
-            text = clean_passage(row[1])
+            text = clean_passage(p.text)
             if not text or text == hit.passage:
                 continue
-            hit.passages.append({"text": text, "heading_path": row[0],
+            hit.passages.append({"text": text, "heading_path": p.heading,
                                  "spans": [list(s) for s in _spans_as(text, surfaces,
                                                                        finder)],
                                  "score": round(scores[chunk_id], 6)})
