@@ -60,7 +60,8 @@ def ids(engine: Engine) -> set[str]:
 
 
 def source_status(engine: Engine) -> dict:
-    return engine.status()["sources"][0]
+    with engine.reading() as view:
+        return view.status()["sources"][0]
 
 
 @pytest.mark.parametrize("kind", ["markdown", "obsidian"])
@@ -234,8 +235,9 @@ def test_an_unreadable_subfolder_keeps_its_notes_through_a_rebuild(tmp_path, fol
     assert ids(engine) == before and report.carried == 2 and report.deleted == 0
     assert str(folder / "work") in report.error
     assert source_status(engine)["last_error"] == report.error
-    assert [h.note_id for h in engine.search("deep archive", mode="bm25").hits] == [
-        "notes:work/deep/c.md"]
+    with engine.reading() as view:
+        assert [h.note_id for h in view.search("deep archive", mode="bm25").hits] == [
+            "notes:work/deep/c.md"]
     assert not [t for t in engine.embedder.texts if "Bravo" in t or "Charlie" in t]
     # Access back: read again, as the carried rows ask; nothing embedded.
     monkeypatch.undo()
