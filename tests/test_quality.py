@@ -131,16 +131,13 @@ def test_each_note_once_with_the_matching_sentence_as_snippet(demo):
 
 
 def test_similar_lists_related_notes_without_the_note_itself(demo):
-    with demo.reading() as view:
-        hits = view.similar("demo:health/hay-fever.md", limit=5)
+    hits = demo.similar("demo:health/hay-fever.md", limit=5)
     found = [h.note_id for h in hits]
     assert "demo:health/hay-fever.md" not in found
     assert found and all(n.startswith("demo:health/") for n in found[:2]), found
-    with demo.reading() as view:
-        ssh = [h.note_id for h in view.similar("demo:howto/ssh-keys.md", limit=3)]
+    ssh = [h.note_id for h in demo.similar("demo:howto/ssh-keys.md", limit=3)]
     assert ssh[0] == "demo:imported/ssh-keys (1).md"
-    with demo.reading() as view:
-        assert view.similar("demo:nope") == []
+    assert demo.similar("demo:nope") == []
 
 
 # -- ranking mechanics (fake embedder, fast) ------------------------------------------------------
