@@ -378,7 +378,7 @@ def test_a_locked_unknown_or_missing_bear_database_keeps_what_is_served(home, tm
     config.save(cfg)
     with inproc_daemon(config.load()) as d:  # as on disk: sync_now checks
         assert search_ids("sourdough starter rye")[0].startswith("bear:")
-        d.engine.sources[1].lock_retry_seconds = 0.3
+        d.background.engine.sources[1].lock_retry_seconds = 0.3
 
         def sync_once() -> dict[str, dict]:
             before = _digest(db)

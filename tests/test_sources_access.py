@@ -187,17 +187,17 @@ def test_doctor_and_the_launcher_show_an_unreadable_folder(tmp_path, folder, mon
     engine.sync()
     clock = FakeClock()
     d = Daemon(cfg, engine_factory=lambda c: engine, clock=clock)
-    assert d.background.start_engine() and d.state == "ready"
+    assert d.background.start_engine() and d.background.state == "ready"
     try:
         deny(monkeypatch, folder / "work")
         d.background.note_reports(engine.sync())
         clock.advance(120)
-        reply = d.handle({"op": "search", "query": "bravo", "format": "alfred"})
+        reply = d.handlers.handle({"op": "search", "query": "bravo", "format": "alfred"})
         items = json.loads(reply["result"]["alfred"])["items"]
         assert "keeps failing" in items[0]["subtitle"]
         assert str(folder / "work") in items[0]["subtitle"]
         assert items[1]["title"] == "Bravo"  # still found
-        status = d.handle({"op": "status"})["result"]
+        status = d.handlers.handle({"op": "status"})["result"]
         assert str(folder / "work") in status["sources"][0]["last_error"]
     finally:
         d.shutdown()

@@ -282,10 +282,10 @@ def test_lag_hint_in_search_results(tmp_path, folder):
     engine.sync()
     clock = FakeClock()
     d = Daemon(cfg, engine_factory=lambda c: engine, clock=clock)
-    assert d.background.start_engine() and d.state == "ready"
+    assert d.background.start_engine() and d.background.state == "ready"
     try:
         def search(fmt: str) -> dict:
-            reply = d.handle({"op": "search", "query": "alpha", "format": fmt})
+            reply = d.handlers.handle({"op": "search", "query": "alpha", "format": fmt})
             assert reply["ok"], reply
             return reply["result"]
 
@@ -303,11 +303,11 @@ def test_lag_hint_in_search_results(tmp_path, folder):
         items = json.loads(search("alfred")["alfred"])["items"]
         assert "keeps failing: database is locked" in items[0]["subtitle"]
         assert search("json")["behind"]["minutes"] == 3
-        status = d.handle({"op": "status"})["result"]
+        status = d.handlers.handle({"op": "status"})["result"]
         assert status["behind"] == {"minutes": 3, "sources": ["notes"]}
         # A successful sync clears it.
         d.background.note_reports(engine.sync())
-        assert d.lag() is None and d.background.errors == {}
+        assert d.background.lag() is None and d.background.errors == {}
     finally:
         d.shutdown()
 

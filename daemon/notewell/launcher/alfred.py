@@ -206,7 +206,7 @@ def rebuilding_item(rebuilding: dict) -> dict:
 
 
 def behind_item(lag: dict) -> dict:
-    """The hint above results when the index lags its sources (see ``Daemon.lag``)."""
+    """The hint above results when the index lags its sources (see ``Background.lag``)."""
     minutes = max(1, int(lag.get("minutes", 0)))
     title = f"Index is {minutes} minute{'s' if minutes != 1 else ''} behind"
     error = lag.get("error")
