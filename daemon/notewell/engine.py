@@ -119,12 +119,6 @@ class Engine:
         if keywords:
             index.warm_keywords()
 
-    def ensure_copies(self) -> None:
-        """Start loading whatever copy is behind the index, a failed one once its retry
-        is due: the sync thread's wake, so the keyword copy follows the chunks even when
-        nobody searches."""
-        self.index.ensure_copies()
-
     # -- writes -----------------------------------------------------------------------------
 
     def sync(self, progress: bool | ProgressBars = False,
