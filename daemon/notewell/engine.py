@@ -219,10 +219,6 @@ class ReadView:
         """The file this view reads (prepared answers are kept per file)."""
         return self.generation.index.path
 
-    def has_note(self, note_id: str) -> bool:
-        """Whether a note with this id is indexed."""
-        return self.reads.note_record(note_id) is not None
-
     def new_notes(self, query: str) -> list[dict]:
         """How to create a note from ``query`` in each source's own app (its ``in:`` source
         only, when it names one): ``{source, kind, title, tags, url}``, the title being the
@@ -320,7 +316,7 @@ class ReadView:
         note of a configured source, that note is read through it and left out of the
         answer. Raises ``ArgumentError`` saying what cannot be read."""
         note_id, title, text = self._file_text(path)
-        indexed = note_id is not None and self.has_note(note_id)
+        indexed = note_id is not None and self.reads.note_record(note_id) is not None
         return self.related(text, limit, tags=tags, source=source,
                             modified_after=modified_after, modified_before=modified_before,
                             exclude=note_id if indexed else None, title=title)
