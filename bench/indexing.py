@@ -216,7 +216,8 @@ def edit_part(args) -> dict:
         originals = {}
         try:
             engine.sync()  # settle: nothing to do
-            engine.search("warm up")
+            with engine.reading() as view:
+                view.search("warm up")
             # As a warm daemon has them: the in-memory copies loaded.
             engine.index.warm_vectors(wait=True)
             engine.index.warm_keywords(wait=True)
@@ -228,7 +229,8 @@ def edit_part(args) -> dict:
                 start = time.perf_counter()
                 engine.sync()
                 synced = time.perf_counter()
-                engine.search(word, limit=5)  # what the daemon runs for the query
+                with engine.reading() as view:
+                    view.search(word, limit=5)  # what the daemon runs for the query
                 found = time.perf_counter()
                 # Searchable: BM25 returns the edited chunk. (The hit list itself may show a
                 # synthetic copy of the note instead: search folds near-duplicates.)

@@ -65,10 +65,10 @@ def inproc_daemon(cfg: config.Config, embedder: FakeEmbedder | None = None,
     server = threading.Thread(target=d.serve_forever, daemon=True)
     server.start()
     deadline = time.monotonic() + timeout
-    while (d.state not in ("ready", "rebuilding") or not d.last_reports) \
+    while (d.background.state not in ("ready", "rebuilding") or not d.background.last_reports) \
             and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert d.state in ("ready", "rebuilding"), d.problem
+    assert d.background.state in ("ready", "rebuilding"), d.background.problem
     try:
         yield d
     finally:

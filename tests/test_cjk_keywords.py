@@ -36,7 +36,8 @@ def cjk_engine(tmp_path, home, fake_embedder):
 
 
 def titles(engine: Engine, query: str) -> list[str]:
-    return [h.title for h in engine.search(query, mode="bm25").hits]
+    with engine.reading() as view:
+        return [h.title for h in view.search(query, mode="bm25").hits]
 
 
 def test_pairs_leave_other_text_exactly_as_it_was():

@@ -138,12 +138,14 @@ def test_ctrl_c_during_index_says_what_was_kept_and_how_to_go_on(home, tmp_path,
     assert "interrupted: the notes indexed so far are kept" in err
     assert "run `notewell index` again" in err
     engine = Engine(config.load(), embedder=FakeEmbedder())
-    kept = engine.status()["notes"]
+    with engine.reading() as view:
+        kept = view.status()["notes"]
     engine.close()
     assert 0 < kept < 40  # what was written before Ctrl-C stays, consistent
     assert cli.main(["index", "--quiet"], embedder=FakeEmbedder) == 0
     engine = Engine(config.load(), embedder=FakeEmbedder())
-    assert engine.status()["notes"] == 40 and not engine.index.consistency_problems()
+    with engine.reading() as view:
+        assert view.status()["notes"] == 40 and not engine.index.consistency_problems()
     engine.close()
 
 

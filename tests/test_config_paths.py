@@ -127,7 +127,8 @@ def test_doctor_and_the_daemons_start_report_a_config_error_without_a_trace(home
 
 
 def hit_links(engine: Engine, query: str) -> set[tuple[str, str]]:
-    return {(h.url, h.path) for h in engine.search(query, mode="bm25").hits}
+    with engine.reading() as view:
+        return {(h.url, h.path) for h in view.search(query, mode="bm25").hits}
 
 
 @pytest.mark.parametrize("kind", ["markdown", "obsidian"])

@@ -40,30 +40,30 @@ def test_pages_overwritten_under_a_running_daemon_are_moved_aside_and_rebuilt(ho
     cfg = markdown_config(root)
     model = GatedEmbedder()
     with inproc_daemon(cfg, embedder=model) as d:
-        assert d.handle({"op": "search", "query": "zq5x"})["result"]["hits"]
-        live = Path(d.engine.index.path)
-        d.engine.index.checkpoint()  # every page in the file, none only in the WAL
+        assert d.handlers.handle({"op": "search", "query": "zq5x"})["result"]["hits"]
+        live = Path(d.background.engine.index.path)
+        d.background.engine.index.checkpoint()  # every page in the file, none only in the WAL
         _overwrite_pages(live)
         model.block = True  # the rebuild's embedding waits: "rebuilding" can be seen
         # The next sync (a changed note) meets the damage.
         (root / "n003.md").write_text("# Changed\n\nzq3x moved on.\n")
         d.background.request_sync()
         assert model.inside.wait(20), "no rebuild started"
-        status = d.handle({"op": "status"})["result"]
+        status = d.handlers.handle({"op": "status"})["result"]
         assert status["state"] == "rebuilding"
         moved = status["rebuilding"]["moved_to"]
         assert moved.startswith(str(live) + ".corrupt-") and Path(moved).exists()
         assert Path(store.current_path(str(live.parent))) != live
-        doc = json.loads(d.handle({"op": "search", "query": "zq5x", "format": "alfred"})[
+        doc = json.loads(d.handlers.handle({"op": "search", "query": "zq5x", "format": "alfred"})[
             "result"]["alfred"])
         assert "rebuilding" in doc["items"][0]["title"]
         model.gate.set()
-        _wait(lambda: d.state == "ready")
-        hits = d.handle({"op": "search", "query": "zq5x"})["result"]["hits"]
+        _wait(lambda: d.background.state == "ready")
+        hits = d.handlers.handle({"op": "search", "query": "zq5x"})["result"]["hits"]
         assert hits[0]["note_id"] == "notes:n005.md"
-        status = d.handle({"op": "status"})["result"]
+        status = d.handlers.handle({"op": "status"})["result"]
         assert status["notes"] == 20 and status["sources"][0]["last_error"] is None
-        assert d.handle({"op": "search", "query": "zq3x"})["result"]["hits"][0][
+        assert d.handlers.handle({"op": "search", "query": "zq3x"})["result"]["hits"][0][
             "note_id"] == "notes:n003.md"  # the change that met the damage is in
     kept = [p for p in live.parent.iterdir() if ".corrupt-" in p.name
             and not p.name.endswith(("-wal", "-shm"))]
@@ -76,24 +76,24 @@ def test_a_damaged_search_is_answered_in_words_and_the_file_checked(home, tmp_pa
     root = write_corpus(tmp_path / "notes", 12)
     cfg = markdown_config(root)
     with inproc_daemon(cfg) as d:
-        d.engine.index.checkpoint()
-        live = Path(d.engine.index.path)
+        d.background.engine.index.checkpoint()
+        live = Path(d.background.engine.index.path)
         _overwrite_pages(live)
         # A reader that has not cached the pages: a fresh thread's connection.
         out: list[dict] = []
-        t = threading.Thread(target=lambda: out.append(d.handle({"op": "status"})))
+        t = threading.Thread(target=lambda: out.append(d.handlers.handle({"op": "status"})))
         t.start()
         t.join()
         assert not out[0]["ok"] and out[0]["error"]["code"] == "damaged", out
         assert "rebuilding it from your notes" in out[0]["error"]["message"]
 
         def answers() -> bool:
-            reply = d.handle({"op": "search", "query": "zq5x"})
+            reply = d.handlers.handle({"op": "search", "query": "zq5x"})
             return reply["ok"] and bool(reply["result"]["hits"])
 
         _wait(answers)
         assert [p for p in live.parent.iterdir() if p.name.startswith(live.name + ".corrupt-")]
-        assert d.engine.index.path != str(live)
+        assert d.background.engine.index.path != str(live)
 
 
 def test_doctor_runs_quick_check_on_the_index(home, tmp_path):

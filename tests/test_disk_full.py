@@ -143,18 +143,18 @@ def test_a_sync_failing_for_want_of_space_shows_in_status_doctor_and_alfred(
         (root / "new.md").write_text("# New\n\nzq99x a note written while the disk is full\n")
         with pytest.raises(background.SyncError):
             d.background.wait_for_sync()
-        status = d.handle({"op": "status"})["result"]
+        status = d.handlers.handle({"op": "status"})["result"]
         error = status["sources"][0]["last_error"]
-        assert error and f"the disk holding {d.engine.index_dir} {FULL}" in error
+        assert error and f"the disk holding {d.background.engine.index_dir} {FULL}" in error
         assert status["disk_full"] == error
-        alfred = json.loads(d.handle({"op": "search", "query": "zq1x", "format": "alfred"})[
-            "result"]["alfred"])
+        alfred = json.loads(d.handlers.handle(
+            {"op": "search", "query": "zq1x", "format": "alfred"})["result"]["alfred"])
         assert FULL in alfred["items"][0]["subtitle"]  # at once, not after a minute
         check = doctor.check_disk(status)
         assert check.status == "FAIL" and FULL in check.detail and "make room" in check.fix
         monkeypatch.undo()  # room again: the next try succeeds by itself
         d.background.wait_for_sync()
-        status = d.handle({"op": "status"})["result"]
+        status = d.handlers.handle({"op": "status"})["result"]
         assert status["sources"][0]["last_error"] is None and status["disk_full"] is None
 
 
@@ -309,18 +309,20 @@ def test_on_a_full_disk_a_sync_failure_is_said_in_words_and_passes_once_there_is
         _notes(root, 40)  # 30 new notes: the WAL grows with each
         with pytest.raises(background.SyncError):
             d.background.wait_for_sync()
-        status = d.handle({"op": "status"})["result"]
+        status = d.handlers.handle({"op": "status"})["result"]
         error = status["sources"][0]["last_error"]
-        assert error and f"the disk holding {d.engine.index_dir} {FULL} 0 MB" in error, error
+        index_dir = d.background.engine.index_dir
+        assert error and f"the disk holding {index_dir} {FULL} 0 MB" in error, error
         assert doctor.check_disk(status).status == "FAIL"
-        alfred = json.loads(d.handle({"op": "search", "query": "zq1x", "format": "alfred"})[
-            "result"]["alfred"])
+        alfred = json.loads(d.handlers.handle(
+            {"op": "search", "query": "zq1x", "format": "alfred"})["result"]["alfred"])
         assert FULL in alfred["items"][0]["subtitle"]
-        assert d.handle({"op": "search", "query": "zq1x"})["result"]["hits"]  # reads answer
+        # Reads answer.
+        assert d.handlers.handle({"op": "search", "query": "zq1x"})["result"]["hits"]
         filler.unlink()
         d.background.wait_for_sync()
-        assert d.handle({"op": "status"})["result"]["sources"][0]["last_error"] is None
-        assert d.handle({"op": "search", "query": "zq33x"})["result"]["hits"][0][
+        assert d.handlers.handle({"op": "status"})["result"]["sources"][0]["last_error"] is None
+        assert d.handlers.handle({"op": "search", "query": "zq33x"})["result"]["hits"][0][
             "note_id"] == "notes:n033.md"
 
 

@@ -243,6 +243,7 @@ def test_the_re_chunk_after_an_upgrade_goes_through_the_same_switch(tmp_path, he
         else:
             engine.sync()
         assert old.closed and not os.path.exists(old.index.path)
-        assert engine.index.other_chunker is None and engine.search("alpha").hits
+        with engine.reading() as view:
+            assert engine.index.other_chunker is None and view.search("alpha").hits
     finally:
         engine.close()

@@ -344,7 +344,8 @@ def test_an_emoji_query_searches_for_what_it_names(home, tmp_path):
     try:
         engine.sync()
         for query, note in (("🍞", "notes:bread.md"), ("🔥🔥", "notes:fire.md")):
-            hits = engine.search(query).hits
+            with engine.reading() as view:
+                hits = view.search(query).hits
             assert hits and hits[0].note_id == note, (query, [h.note_id for h in hits])
     finally:
         engine.close()

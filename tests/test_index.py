@@ -104,7 +104,8 @@ def test_rebuild_after_settings_change_swaps_in_a_new_generation(tmp_path, notes
     engine = Engine(cfg, embedder=fake_embedder, index_dir=d)
     engine.sync()
     first = engine.index.path
-    n = engine.status()["notes"]
+    with engine.reading() as view:
+        n = view.status()["notes"]
     engine.close()
     changed = ChunkSettings(max_pieces=120)
     from notewell.engine import rebuild
@@ -114,11 +115,13 @@ def test_rebuild_after_settings_change_swaps_in_a_new_generation(tmp_path, notes
     final, reports = rebuild([open_source(s) for s in cfg.sources], fake_embedder, changed, d)
     assert final != first and store.current_path(d) == final
     engine = Engine(cfg, embedder=fake_embedder, chunker=changed, index_dir=d)
-    assert engine.status()["notes"] == n and engine.index.other_chunker is None
+    with engine.reading() as view:
+        assert view.status()["notes"] == n and engine.index.other_chunker is None
     # these notes are single-chunk, so their text hashes are unchanged: nothing re-embedded
     assert len(fake_embedder.calls) == calls_before
     assert reports[0].reused > 0 and reports[0].embedded == 0
-    hits = engine.search("postgres vacuum").hits
+    with engine.reading() as view:
+        hits = view.search("postgres vacuum").hits
     assert hits and hits[0].note_id == "notes:db/postgres-vacuum.md"
 
 
@@ -140,20 +143,23 @@ def test_an_index_cut_by_another_chunker_answers_until_the_next_sync_re_chunks_i
     assert Engine(cfg, embedder=model, index_dir=d).index.other_chunker is None
     engine = Engine(cfg, embedder=model, chunker=changed, index_dir=d)
     assert engine.index.other_chunker == ChunkSettings().fingerprint()
-    assert engine.status()["re_chunking"] and engine.status()["chunker"] == (
-        ChunkSettings().fingerprint())
-    assert engine.search("postgres vacuum").hits[0].note_id == "notes:db/postgres-vacuum.md"
+    with engine.reading() as view:
+        assert view.status()["re_chunking"] and view.status()["chunker"] == (
+            ChunkSettings().fingerprint())
+        assert view.search("postgres vacuum").hits[0].note_id == "notes:db/postgres-vacuum.md"
     model.texts.clear()
     reports = engine.sync()
     assert engine.index.path != first and store.current_path(d) == engine.index.path
     assert engine.index.other_chunker is None and engine.index.meta()["chunker"] == (
         changed.fingerprint())
-    assert not engine.status()["re_chunking"]
+    with engine.reading() as view:
+        assert not view.status()["re_chunking"]
     # Only the long note is cut differently: its new passages are all that was embedded.
     assert model.texts and all("sourdough" in t for t in model.texts)
     assert not set(model.texts) & before
     assert sum(r.embedded for r in reports) == len(model.texts)
-    assert engine.search("postgres vacuum").hits[0].note_id == "notes:db/postgres-vacuum.md"
+    with engine.reading() as view:
+        assert view.search("postgres vacuum").hits[0].note_id == "notes:db/postgres-vacuum.md"
     engine.close()
     assert Engine(cfg, embedder=model, chunker=changed, index_dir=d).index.other_chunker is None
 
@@ -188,7 +194,8 @@ def test_a_source_that_cannot_be_read_keeps_the_old_index_until_a_later_try(tmp_
     assert store.current_path(d) == first
     embedded_once = set(model.texts)
     assert embedded_once and all("sourdough" in t for t in embedded_once)
-    assert engine.search("green tea").hits[0].note_id == "other:tea.md"
+    with engine.reading() as view:
+        assert view.search("green tea").hits[0].note_id == "other:tea.md"
 
     moved.rename(other)
     model.texts.clear()
@@ -196,7 +203,8 @@ def test_a_source_that_cannot_be_read_keeps_the_old_index_until_a_later_try(tmp_
     assert not any(r.error for r in reports) and engine.index.path != first
     assert engine.index.other_chunker is None
     assert model.texts and all("steeping" in t for t in model.texts)  # the bread: not again
-    assert engine.search("green tea").hits[0].note_id == "other:tea.md"
+    with engine.reading() as view:
+        assert view.search("green tea").hits[0].note_id == "other:tea.md"
     engine.close()
 
 

@@ -79,7 +79,8 @@ def test_a_sync_brings_the_copy_along_and_it_still_scores_like_fts5(engine, copy
     moved = engine.index.keywords()
     assert moved is not None and moved is not copy  # followed, not rebuilt
     assert moved.base_size == copy.base_size and moved.delta
-    assert engine.search("sourdough starter").hits[0].note_id == "notes:new.md"
+    with engine.reading() as view:
+        assert view.search("sourdough starter").hits[0].note_id == "notes:new.md"
     for raw in [*QUERIES, "sourdough", "loaf bread", "tram"]:
         q = parse(raw)
         terms = Searcher(engine.index, engine.embedder).query_terms(q)
@@ -137,14 +138,17 @@ def test_search_answers_the_same_with_the_ids_from_sqlite(engine, copy, notes_di
     engine.index.warm_keywords(wait=True)
     engine.index.copies.settings.vectors = vector_copy
     for raw in [*QUERIES, "banana bread walnuts daily", "similar:notes:extra.md"]:
-        with_copy = engine.search(raw).hits
+        with engine.reading() as view:
+            with_copy = view.search(raw).hits
         engine.index.copies.settings.keywords = False
-        without = engine.search(raw).hits
+        with engine.reading() as view:
+            without = view.search(raw).hits
         engine.index.copies.settings.keywords = True
         assert [(h.note_id, h.snippet) for h in with_copy] == [
             (h.note_id, h.snippet) for h in without], raw
         assert [h.score for h in with_copy] == pytest.approx([h.score for h in without])
-    shown = [h.note_id for h in engine.search("banana bread walnuts daily").hits]
+    with engine.reading() as view:
+        shown = [h.note_id for h in view.search("banana bread walnuts daily").hits]
     assert ("notes:extra.md" in shown) != ("notes:twin.md" in shown)
 
 
@@ -156,7 +160,8 @@ def test_a_write_by_another_process_makes_the_copy_stale_until_rebuilt(engine, c
     other.delete_note("notes:travel/lisbon.md")
     other.close()
     assert engine.index.keywords() is None  # FTS5 answers meanwhile ...
-    assert "notes:travel/lisbon.md" not in [h.note_id for h in engine.search("lisbon").hits]
+    with engine.reading() as view:
+        assert "notes:travel/lisbon.md" not in [h.note_id for h in view.search("lisbon").hits]
     engine.index.warm_keywords(wait=True)  # ... until the new copy is in
     fresh = engine.index.keywords()
     assert fresh is not None and fresh.delta == {} and fresh.chunks == copy.chunks - 1
@@ -221,7 +226,8 @@ def test_a_copy_that_followed_from_a_near_empty_index_knows_the_new_words(engine
     ids = [c for c, _ in Searcher(engine.index, engine.embedder).bm25(q)]
     cover, _ = Searcher(engine.index, engine.embedder).coverage(q, ids)
     assert ids and cover[ids[0]] == pytest.approx(1.0)
-    assert engine.search("quokka cens").hits[0].note_id == "notes:fresh.md"
+    with engine.reading() as view:
+        assert view.search("quokka cens").hits[0].note_id == "notes:fresh.md"
 
 
 def test_ids_beyond_int32_are_kept_wide_and_never_match_by_wrapping(engine):

@@ -70,12 +70,13 @@ def test_no_text_from_outside_reaches_the_index_and_status_counts_the_links(
     engine = Engine(cfg, embedder=FakeEmbedder())
     [report] = engine.sync()
     assert report.links_out == 3 and report.added == 3
-    assert engine.search("zanzibarsecret", mode="bm25").hits == []
-    assert engine.search("kombucha", mode="bm25").hits  # through the folder link inside
-    [src] = engine.status()["sources"]
+    with engine.reading() as view:
+        assert view.search("zanzibarsecret", mode="bm25").hits == []
+        assert view.search("kombucha", mode="bm25").hits  # through the folder link inside
+        [src] = view.status()["sources"]
     assert (src["links_out"], src["link_out"]) == (3, "keys/")
-    with pytest.raises(NoteNotFound):  # never indexed, so never shown
-        engine.note("notes:shadow.md")
+    with pytest.raises(NoteNotFound), engine.reading() as view:  # never indexed, so never shown
+        view.note("notes:shadow.md")
     engine.close()
 
 
@@ -102,11 +103,13 @@ def test_a_link_swapped_in_after_the_scan_is_not_read(root, outside, home):
     cfg = Config(sources=(SourceConfig("notes", "markdown", str(root)),))
     engine = Engine(cfg, embedder=FakeEmbedder())
     engine.sync()
-    assert engine.note("notes:a.md")["title"] == "Alpha"
+    with engine.reading() as view:
+        assert view.note("notes:a.md")["title"] == "Alpha"
     (root / "a.md").unlink()
     (root / "a.md").symlink_to(outside / "shadow.md")
-    with pytest.raises(NoteNotFound, match="outside the source's folder") as e:
-        engine.note("notes:a.md")
+    with (pytest.raises(NoteNotFound, match="outside the source's folder") as e,
+          engine.reading() as view):
+        view.note("notes:a.md")
     assert SECRET not in str(e.value)
     with pytest.raises(LinkOut):
         engine.sources[0].load("notes:a.md")

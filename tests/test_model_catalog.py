@@ -411,7 +411,8 @@ def test_switch_to_a_catalog_model_and_back_reembeds_nothing(tiny, tmp_path, hom
     index = store.current_path(str(home / "index"))
     assert describe(index).meta["embedder"] == done["fingerprint"] != SHIPPED_FINGERPRINT
     engine = Engine(config.load())
-    assert engine.search("ripe bananas", mode="dense").hits[0].title == "Banana bread"
+    with engine.reading() as view:
+        assert view.search("ripe bananas", mode="dense").hits[0].title == "Banana bread"
     engine.close()
     listed = {m["name"]: m for m in models.list_models(cat, directory)}
     assert listed["tiny"]["in_use"] and not listed["all-MiniLM-L6-v2"]["in_use"]

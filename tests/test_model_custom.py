@@ -162,11 +162,13 @@ def test_a_tiny_model_indexes_searches_and_switching_back_reembeds_nothing(tmp_p
     assert engine.chunker == ChunkSettings.for_tokens(64) != ChunkSettings()
     (report,) = engine.sync()
     assert report.added == 3 and report.embedded >= 3
-    hits = engine.search("ripe bananas flour", mode="dense").hits
+    with engine.reading() as view:
+        hits = view.search("ripe bananas flour", mode="dense").hits
     assert hits[0].title == "Banana bread"
-    assert engine.search("lisbon", mode="bm25").hits[0].title == "Lisbon weekend"
-    dense_before = [(h.title, round(h.score, 5)) for h in
-                    engine.search("undo the last commit", mode="dense").hits]
+    with engine.reading() as view:
+        assert view.search("lisbon", mode="bm25").hits[0].title == "Lisbon weekend"
+        dense_before = [(h.title, round(h.score, 5)) for h in
+                        view.search("undo the last commit", mode="dense").hits]
     meta = describe(engine.index.path).meta
     assert meta["dim"] == "32" and meta["embedder"] == engine.embedder.fingerprint()
     engine.close()
@@ -193,9 +195,10 @@ def test_a_tiny_model_indexes_searches_and_switching_back_reembeds_nothing(tmp_p
     assert [p.name for p in (home / "index").glob("vectors-*.sqlite")] == [
         Path(store.kept_vectors_path(index_dir, fake.fingerprint())).name]
     again = Engine(cfg)
-    assert [(h.title, round(h.score, 5)) for h in
-            again.search("undo the last commit", mode="dense").hits] == dense_before
-    assert again.search("undo commit", mode="bm25").hits[0].title == "Undo a commit"
+    with again.reading() as view:
+        assert [(h.title, round(h.score, 5)) for h in
+                view.search("undo the last commit", mode="dense").hits] == dense_before
+        assert view.search("undo commit", mode="bm25").hits[0].title == "Undo a commit"
     again.close()
     fake.calls.clear()
     assert cli.main(["index", "--rebuild", "--quiet"], embedder=lambda: fake) == 0
@@ -237,7 +240,8 @@ def test_a_broken_model_folder_is_a_clear_error_and_the_index_keeps_serving(
     assert message in err and "\n" in err and "Traceback" not in err
     # Nothing was published; the engine on the good model still answers.
     assert store.current_path(str(home / "index")) == before
-    assert engine.search("banana").hits[0].title == "Banana bread"
+    with engine.reading() as view:
+        assert view.search("banana").hits[0].title == "Banana bread"
     engine.close()
     (own,) = doctor.check_own_model(broken.model)
     assert own.status == doctor.FAIL and message in own.detail
@@ -295,4 +299,5 @@ def test_a_daemon_keeps_serving_when_the_index_is_rebuilt_with_another_model(tmp
         bg.step()  # finds the newer generation, built with another model
         bg.step()
         assert engine.index.path == before and bg.state == "ready"
-        assert engine.search("banana").hits[0].title == "Banana bread"
+        with engine.reading() as view:
+            assert view.search("banana").hits[0].title == "Banana bread"

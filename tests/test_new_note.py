@@ -62,11 +62,13 @@ def test_engine_offers_each_source_that_can_create_and_honours_in(tmp_path, home
                      SourceConfig("vault", "obsidian", str(vault)),
                      SourceConfig("bear", "bear"))
     try:
-        found = engine.new_notes("#ideas pancake toppings")
-        assert [(n["source"], n["title"], n["tags"]) for n in found] == [
-            ("vault", "pancake toppings", ["ideas"]), ("bear", "pancake toppings", ["ideas"])]
-        assert [n["source"] for n in engine.new_notes("in:bear pancakes")] == ["bear"]
-        assert engine.new_notes("#ideas") == [] and engine.new_notes("  ") == []
+        with engine.reading() as view:
+            found = view.new_notes("#ideas pancake toppings")
+            assert [(n["source"], n["title"], n["tags"]) for n in found] == [
+                ("vault", "pancake toppings", ["ideas"]),
+                ("bear", "pancake toppings", ["ideas"])]
+            assert [n["source"] for n in view.new_notes("in:bear pancakes")] == ["bear"]
+            assert view.new_notes("#ideas") == [] and view.new_notes("  ") == []
         # Nothing was written anywhere by asking.
         assert list(notes.iterdir()) == [] and [p.name for p in vault.iterdir()] == [
             ".obsidian"]

@@ -13,7 +13,7 @@ import pytest
 from helpers import notewell_command, start_daemon, subprocess_env, wait_synced, write_notes
 from notewell.engine import ArgumentError, Engine, HeadingNotFound, NoteNotFound
 from notewell.search.dates import DateError
-from notewell.wire.requests import BadArguments
+from notewell.wire.requests import BadArguments, request_args
 from reliability_helpers import FakeClock
 
 LONG = "# Handbook\n\nIntro line.\n\n## Setup\n\nInstall it.\n\n### Linux\n\napt install x\n\n" \
@@ -54,7 +54,8 @@ def titles(result) -> list[str]:
 
 
 def test_a_note_is_its_markdown_with_its_details(lib):
-    page = lib.note("notes:work/handbook.md")
+    with lib.reading() as view:
+        page = view.note("notes:work/handbook.md")
     assert page["text"].startswith("# Handbook\n\nIntro line.")
     assert "brew install x" in page["text"] and "tags:" not in page["text"]
     assert page["title"] == "Handbook" and page["source"] == "notes"
@@ -68,7 +69,8 @@ def test_a_note_is_its_markdown_with_its_details(lib):
 
 @pytest.mark.parametrize("heading", ["Setup", "setup", "  SETUP "])
 def test_a_section_includes_its_subsections_and_stops_at_its_sibling(lib, heading):
-    page = lib.note("notes:work/handbook.md", heading=heading)
+    with lib.reading() as view:
+        page = view.note("notes:work/handbook.md", heading=heading)
     assert page["text"].startswith("## Setup")
     assert "apt install x" in page["text"] and "brew install x" in page["text"]
     assert "Usage" not in page["text"] and "Intro" not in page["text"]
@@ -76,51 +78,60 @@ def test_a_section_includes_its_subsections_and_stops_at_its_sibling(lib, headin
 
 
 def test_a_section_by_path_and_a_heading_inside_code_is_no_heading(lib):
-    page = lib.note("notes:work/handbook.md", heading="Setup > macOS")
+    with lib.reading() as view:
+        page = view.note("notes:work/handbook.md", heading="Setup > macOS")
     assert page["text"] == "### macOS\n\nbrew install x"
-    usage = lib.note("notes:work/handbook.md", heading="Usage")["text"]
+    with lib.reading() as view:
+        usage = view.note("notes:work/handbook.md", heading="Usage")["text"]
     assert "# not a heading" in usage  # the fenced line stays in the section
-    with pytest.raises(HeadingNotFound, match=r"not a heading.*its headings: Setup; "):
-        lib.note("notes:work/handbook.md", heading="not a heading")
+    with (pytest.raises(HeadingNotFound, match=r"not a heading.*its headings: Setup; "),
+          lib.reading() as view):
+        view.note("notes:work/handbook.md", heading="not a heading")
 
 
 def test_an_empty_heading_is_the_whole_note(lib):
     """A hit's heading path is empty for text above the first heading."""
-    page = lib.note("notes:work/handbook.md", heading=" ")
+    with lib.reading() as view:
+        page = view.note("notes:work/handbook.md", heading=" ")
     assert page["heading"] is None and page["text"].startswith("# Handbook")
 
 
 def test_every_hits_heading_path_finds_its_section(lib):
     """What search shows as a hit's heading path is what get_note's heading takes."""
     for query in ("install", "linux apt", "vacuum", "bananas", "release plan"):
-        for hit in lib.search(query, limit=20).hits:
-            page = lib.note(hit.note_id, heading=hit.heading_path)
-            assert hit.passage.split()[0] in page["text"], (query, hit.heading_path)
+        with lib.reading() as view:
+            for hit in view.search(query, limit=20).hits:
+                page = view.note(hit.note_id, heading=hit.heading_path)
+                assert hit.passage.split()[0] in page["text"], (query, hit.heading_path)
 
 
 def test_long_notes_come_in_pages_that_join_up(lib):
     pages, offset = [], 0
     while offset is not None:
-        page = lib.note("notes:work/handbook.md", offset=offset, max_chars=25)
+        with lib.reading() as view:
+            page = view.note("notes:work/handbook.md", offset=offset, max_chars=25)
         assert 0 < len(page["text"]) <= 25
         pages.append(page["text"])
         offset = page["next_offset"]
-    whole = lib.note("notes:work/handbook.md")["text"]
+    with lib.reading() as view:
+        whole = view.note("notes:work/handbook.md")["text"]
     assert "".join(pages) == whole and len(pages) > 3
     # Pages end at a line break when one is in their second half.
     assert all(p.endswith("\n") for p in pages[:-1] if "\n" in p[12:])
 
 
 def test_bad_paging_and_unknown_notes_are_named(lib):
-    with pytest.raises(ArgumentError, match=r"^offset: 9999 is past the end"):
-        lib.note("notes:work/plan.md", offset=9999)
-    # Types and ranges are the ones every path checks (wire.requests).
+    with (pytest.raises(ArgumentError, match=r"^offset: 9999 is past the end"),
+          lib.reading() as view):
+        view.note("notes:work/plan.md", offset=9999)
+    # Types and ranges are the ones every path checks before it reads (wire.requests).
     with pytest.raises(BadArguments, match=r"^offset: must be 0 or more, got -1"):
-        lib.note("notes:work/plan.md", offset=-1)
+        request_args("note", {"note_id": "notes:work/plan.md", "offset": -1})
     with pytest.raises(BadArguments, match=r"^max_chars: must be from 1 to 40000, got 0"):
-        lib.note("notes:work/plan.md", max_chars=0)
-    with pytest.raises(NoteNotFound, match=r"no note with id 'notes:nope.md'"):
-        lib.note("notes:nope.md")
+        request_args("note", {"note_id": "notes:work/plan.md", "max_chars": 0})
+    with (pytest.raises(NoteNotFound, match=r"no note with id 'notes:nope.md'"),
+          lib.reading() as view):
+        view.note("notes:nope.md")
 
 
 def test_only_indexed_notes_of_configured_sources_are_read(lib, notes_dir):
@@ -129,21 +140,22 @@ def test_only_indexed_notes_of_configured_sources_are_read(lib, notes_dir):
     outside.write_text("# Outside\n\nnot a note\n")
     for note_id in ("notes:../outside.md", "notes:private/secret.md",
                     f"notes:{outside}", "other:work/plan.md"):
-        with pytest.raises(NoteNotFound):
-            lib.note(note_id)
+        with pytest.raises(NoteNotFound), lib.reading() as view:
+            view.note(note_id)
 
 
 def test_a_note_deleted_since_the_sync_is_not_found_with_a_reason(lib, notes_dir):
     (notes_dir / "work" / "plan.md").unlink()
-    with pytest.raises(NoteNotFound, match=r"no longer in its source"):
-        lib.note("notes:work/plan.md")
+    with pytest.raises(NoteNotFound, match=r"no longer in its source"), lib.reading() as view:
+        view.note("notes:work/plan.md")
 
 
 # -- tags ---------------------------------------------------------------------------------------
 
 
 def test_tags_count_notes_and_nested_parents_count_each_note_once(lib):
-    tags = {t["tag"]: t["notes"] for t in lib.tags()}
+    with lib.reading() as view:
+        tags = {t["tag"]: t["notes"] for t in view.tags()}
     assert tags["work"] == 2  # handbook (work and work/projects/alpha) once, plan
     assert tags["work/projects"] == 2
     assert tags["work/projects/alpha"] == 1 and tags["work/projects/beta"] == 1
@@ -153,48 +165,55 @@ def test_tags_count_notes_and_nested_parents_count_each_note_once(lib):
 
 
 def test_tags_by_prefix(lib):
-    assert [t["tag"] for t in lib.tags("#Work/P")] == [
-        "work/projects", "work/projects/alpha", "work/projects/beta"]
-    assert lib.tags("zzz") == []
+    with lib.reading() as view:
+        assert [t["tag"] for t in view.tags("#Work/P")] == [
+            "work/projects", "work/projects/alpha", "work/projects/beta"]
+        assert view.tags("zzz") == []
 
 
 # -- recent and dates ------------------------------------------------------------------------------
 
 
 def test_recent_notes_newest_first_within_filters(lib):
-    assert titles(lib.recent(3)) == ["Lisbon weekend", "Banana bread", "Postgres vacuum"]
-    assert titles(lib.recent(10, tags=["work"])) == ["Handbook", "Plan"]
-    assert titles(lib.recent(10, source="notes", tags=["#work/projects/beta"])) == ["Plan"]
-    result = lib.recent(10, source="elsewhere")
+    with lib.reading() as view:
+        assert titles(view.recent(3)) == ["Lisbon weekend", "Banana bread", "Postgres vacuum"]
+        assert titles(view.recent(10, tags=["work"])) == ["Handbook", "Plan"]
+        assert titles(view.recent(10, source="notes", tags=["#work/projects/beta"])) == ["Plan"]
+        result = view.recent(10, source="elsewhere")
     assert result.hits == [] and "elsewhere" in result.notices[0]
 
 
 def test_date_filters_are_half_open_spans(lib):
-    assert titles(lib.recent(10, modified_after="45d")) == ["Lisbon weekend", "Banana bread"]
-    assert titles(lib.recent(10, modified_before="3m")) == ["Handbook", "Plan"]
-    june = lib.recent(10, modified_after="2025-06", modified_before="2025-07")
+    with lib.reading() as view:
+        assert titles(view.recent(10, modified_after="45d")) == ["Lisbon weekend", "Banana bread"]
+        assert titles(view.recent(10, modified_before="3m")) == ["Handbook", "Plan"]
+        june = view.recent(10, modified_after="2025-06", modified_before="2025-07")
     assert titles(june) == ["Banana bread"]  # NOW - 31 days: 14 June
-    assert titles(lib.recent(10, modified_after=NOW - 2 * DAY)) == ["Lisbon weekend"]
-    nothing = lib.recent(10, modified_after="2030")
+    with lib.reading() as view:
+        assert titles(view.recent(10, modified_after=NOW - 2 * DAY)) == ["Lisbon weekend"]
+        nothing = view.recent(10, modified_after="2030")
     assert nothing.hits == [] and nothing.notices == ["No note was modified in that time."]
 
 
 def test_search_takes_dates_tags_and_source_as_arguments(lib):
-    assert titles(lib.search("vacuum planner statistics"))[0] == "Postgres vacuum"
-    recent = titles(lib.search("vacuum planner statistics", modified_after="45d"))
+    with lib.reading() as view:
+        assert titles(view.search("vacuum planner statistics"))[0] == "Postgres vacuum"
+        recent = titles(view.search("vacuum planner statistics", modified_after="45d"))
     assert recent and set(recent) <= {"Lisbon weekend", "Banana bread"}
-    assert titles(lib.search("install", tags=["work"], modified_after="2025-03")) == [
-        "Handbook"]
-    assert titles(lib.search("install", tags=["work"], modified_before="2025-03")) == [
-        "Plan"]
-    assert titles(lib.search("plan", source="notes", tags=["work/projects"]))[0] == "Plan"
+    with lib.reading() as view:
+        assert titles(view.search("install", tags=["work"], modified_after="2025-03")) == [
+            "Handbook"]
+        assert titles(view.search("install", tags=["work"], modified_before="2025-03")) == [
+            "Plan"]
+        assert titles(view.search("plan", source="notes", tags=["work/projects"]))[0] == "Plan"
 
 
 def test_bad_dates_and_crossed_bounds_are_errors_not_empty_results(lib):
-    with pytest.raises(DateError, match=r"modified_after: cannot read 'last tuesday'.*7d"):
-        lib.search("x", modified_after="last tuesday")
-    with pytest.raises(ArgumentError, match=r"modified_before"):
-        lib.recent(5, modified_after="2025-06", modified_before="2025-05")
+    with (pytest.raises(DateError, match=r"modified_after: cannot read 'last tuesday'.*7d"),
+          lib.reading() as view):
+        view.search("x", modified_after="last tuesday")
+    with pytest.raises(ArgumentError, match=r"modified_before"), lib.reading() as view:
+        view.recent(5, modified_after="2025-06", modified_before="2025-05")
 
 
 # -- over the socket and from the command line ---------------------------------------------

@@ -112,7 +112,8 @@ def test_two_commands_without_a_daemon_take_turns(home, notes_config, notes_dir,
     assert generation() == before + 1
     engine = Engine(notes_config, embedder=FakeEmbedder())
     try:
-        assert engine.status()["notes"] == 4 + len(words)
+        with engine.reading() as view:
+            assert view.status()["notes"] == 4 + len(words)
     finally:
         engine.close()
     assert embedded_twice(record) == []

@@ -50,7 +50,8 @@ def test_a_deep_passage_opens_at_its_line(home, tmp_path, fake_embedder, templat
     (root / "deep.md").write_text(text)
     e = engine_with(home, root, "markdown", template, fake_embedder)
     try:
-        hit = e.search("zanzibar clause").hits[0]
+        with e.reading() as view:
+            hit = view.search("zanzibar clause").hits[0]
         line = file_line(text, "## Part 4")
         assert line > 20
         assert hit.url == want.replace("{path}", str(root / "deep.md")).replace(
@@ -68,7 +69,8 @@ def test_without_line_in_the_template_links_are_as_before(home, tmp_path, fake_e
     (root / "deep.md").write_text(deep_note())
     e = engine_with(home, root, "markdown", "x-bbedit://open?url=file://{path}", fake_embedder)
     try:
-        assert e.search("zanzibar").hits[0].url == f"x-bbedit://open?url=file://{root}/deep.md"
+        with e.reading() as view:
+            assert view.search("zanzibar").hits[0].url == f"x-bbedit://open?url=file://{root}/deep.md"
     finally:
         e.close()
 
@@ -80,14 +82,16 @@ def test_obsidian_keeps_heading_links_and_takes_a_line_template(home, tmp_path, 
     (vault / "deep.md").write_text(text)
     e = engine_with(home, vault, "obsidian", None, fake_embedder)
     try:
-        assert e.search("zanzibar clause").hits[0].url.endswith("&file=deep%23Part%204")
+        with e.reading() as view:
+            assert view.search("zanzibar clause").hits[0].url.endswith("&file=deep%23Part%204")
     finally:
         e.close()
     e = engine_with(home, vault, "obsidian", "zed://file/{path}:{line}", fake_embedder)
     try:
         e.sync(rebuild_all=True)  # a changed template: links are cut again by a rebuild
-        assert e.search("zanzibar clause").hits[0].url == (
-            f"zed://file/{vault}/deep.md:{file_line(text, '## Part 4')}")
+        with e.reading() as view:
+            assert view.search("zanzibar clause").hits[0].url == (
+                f"zed://file/{vault}/deep.md:{file_line(text, '## Part 4')}")
     finally:
         e.close()
 

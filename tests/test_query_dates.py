@@ -72,31 +72,37 @@ def ids(result):
 
 def test_since_after_before_filter_on_modified(dated_engine):
     e = dated_engine
-    assert set(ids(e.search("since:7d postgres"))) == {"notes:db/postgres-vacuum.md"}
-    assert ids(e.search("since:7d bread", mode="bm25")) == []
-    assert set(ids(e.search("since:2w"))) == {"notes:db/postgres-vacuum.md",
-                                              "notes:git/undo-commit.md"}
-    assert set(ids(e.search("before:2025 lisbon"))) == {"notes:travel/lisbon.md"}
-    assert ids(e.search("after:2025 lisbon", mode="bm25")) == []
+    with e.reading() as view:
+        assert set(ids(view.search("since:7d postgres"))) == {"notes:db/postgres-vacuum.md"}
+        assert ids(view.search("since:7d bread", mode="bm25")) == []
+        assert set(ids(view.search("since:2w"))) == {"notes:db/postgres-vacuum.md",
+                                                  "notes:git/undo-commit.md"}
+        assert set(ids(view.search("before:2025 lisbon"))) == {"notes:travel/lisbon.md"}
+        assert ids(view.search("after:2025 lisbon", mode="bm25")) == []
 
 
 def test_an_empty_query_lists_the_span_newest_first(dated_engine):
-    assert ids(dated_engine.search("since:3m")) == [
-        "notes:db/postgres-vacuum.md", "notes:git/undo-commit.md",
-        "notes:kitchen/banana-bread.md"]
+    with dated_engine.reading() as view:
+        assert ids(view.search("since:3m")) == [
+            "notes:db/postgres-vacuum.md", "notes:git/undo-commit.md",
+            "notes:kitchen/banana-bread.md"]
 
 
 def test_dates_combine_with_tags_and_sources(dated_engine):
     e = dated_engine
-    assert ids(e.search("#recipes since:3m")) == ["notes:kitchen/banana-bread.md"]
-    assert ids(e.search("#recipes since:1w")) == []  # notice: no note in that time
-    assert ids(e.search("in:notes since:5d")) == ["notes:db/postgres-vacuum.md"]
+    with e.reading() as view:
+        assert ids(view.search("#recipes since:3m")) == ["notes:kitchen/banana-bread.md"]
+        assert ids(view.search("#recipes since:1w")) == []  # notice: no note in that time
+        assert ids(view.search("in:notes since:5d")) == ["notes:db/postgres-vacuum.md"]
     # Typed and given bounds tighten each other.
-    assert ids(e.search("since:3m", modified_before="2w")) == ["notes:kitchen/banana-bread.md"]
+    with e.reading() as view:
+        assert ids(view.search("since:3m", modified_before="2w")) == [
+            "notes:kitchen/banana-bread.md"]
 
 
 def test_an_unreadable_date_is_a_notice_never_a_silent_fallback(dated_engine):
-    r = dated_engine.search("since:7x postgres")
+    with dated_engine.reading() as view:
+        r = view.search("since:7x postgres")
     assert r.hits == [] and len(r.notices) == 1
     assert "cannot read '7x'" in r.notices[0] and "2w" in r.notices[0]
     (item,) = json.loads(alfred.results_feedback(r.hits, r.notices, "since:7x postgres")
@@ -105,10 +111,12 @@ def test_an_unreadable_date_is_a_notice_never_a_silent_fallback(dated_engine):
 
 
 def test_created_uses_frontmatter_and_says_what_it_leaves_out(dated_engine):
-    r = dated_engine.search("created:2023")
+    with dated_engine.reading() as view:
+        r = view.search("created:2023")
     assert ids(r) == ["notes:kitchen/banana-bread.md"]
     assert any("without a creation date" in n for n in r.notices)
-    r = dated_engine.search("created:2020")
+    with dated_engine.reading() as view:
+        r = view.search("created:2020")
     assert r.hits == [] and "No note was created in that time" in r.notices[0]
 
 
@@ -129,7 +137,8 @@ def test_bear_creation_dates_are_filterable(tmp_path, home, fake_embedder):
     try:
         e.sync()
         # The sourdough note was created in July 2023; the others in November 2023.
-        r = e.search("created:2023-07")
+        with e.reading() as view:
+            r = view.search("created:2023-07")
         assert ids(r) == ["bear:A1B2C3D4-0001-4000-8000-000000000001"]
         assert not any("without a creation date" in n for n in r.notices)
     finally:
@@ -185,9 +194,10 @@ def test_the_searcher_reads_typed_dates_on_the_engines_clock(dated_engine):
     searcher = dated_engine.generations.current.searcher
     hits = searcher.run(parse("since:7d postgres vacuum"), mode="bm25").hits
     assert [h.note_id for h in hits] == ["notes:db/postgres-vacuum.md"]
-    assert [h.note_id for h in dated_engine.search("since:7d postgres vacuum",
-                                                   mode="bm25").hits] == \
-        ["notes:db/postgres-vacuum.md"]
+    with dated_engine.reading() as view:
+        assert [h.note_id for h in view.search("since:7d postgres vacuum",
+                                                       mode="bm25").hits] == \
+            ["notes:db/postgres-vacuum.md"]
 
 
 def test_a_filter_admitting_most_passages_is_broad(dated_engine):

@@ -36,11 +36,12 @@ def counting(db: apsw.Connection) -> Iterator[list[str]]:
 
 
 def freshness_per_search(engine) -> list[int]:
-    engine.search("warm up")
+    with engine.reading() as view:
+        view.search("warm up")
     counts = []
     for q in QUERIES:
-        with counting(engine.index.db) as seen:
-            assert engine.search(q) is not None
+        with counting(engine.index.db) as seen, engine.reading() as view:
+            assert view.search(q) is not None
         counts.append(len(seen))
     return counts
 

@@ -84,7 +84,8 @@ def test_paraphrases_share_no_word_with_their_note():
 
 @pytest.mark.parametrize("rel", sorted(PARAPHRASES))
 def test_a_paraphrase_of_a_note_finds_that_note_first(demo, rel):
-    assert ids(demo.related(PARAPHRASES[rel], limit=5))[0] == f"demo:{rel}"
+    with demo.reading() as view:
+        assert ids(view.related(PARAPHRASES[rel], limit=5))[0] == f"demo:{rel}"
 
 
 def test_a_long_text_counts_whole_not_only_its_first_window(demo):
@@ -92,38 +93,44 @@ def test_a_long_text_counts_whole_not_only_its_first_window(demo):
     # tokens), yet found; reading only the first window finds the first note alone.
     first, second = "projects/kitchen-renovation.md", "health/sleep-hygiene.md"
     text = demo_text(first) + "\n\n" + demo_text(second)
-    found = ids(demo.related(text, limit=3))
+    with demo.reading() as view:
+        found = ids(view.related(text, limit=3))
     assert {f"demo:{first}", f"demo:{second}"} <= set(found[:2]), found
 
 
 def test_selected_text_of_a_note_lists_it_but_its_file_leaves_it_out(demo):
     rel = "home/fix-leaking-kitchen-tap.md"
-    assert ids(demo.related(demo_text(rel), limit=3))[0] == f"demo:{rel}"
-    from_file = ids(demo.related_file(f"{DEMO}/{rel}", limit=5))
+    with demo.reading() as view:
+        assert ids(view.related(demo_text(rel), limit=3))[0] == f"demo:{rel}"
+        from_file = ids(view.related_file(f"{DEMO}/{rel}", limit=5))
     assert f"demo:{rel}" not in from_file and len(from_file) == 5
     # A file outside every source is read as it is, and nothing is left out.
-    assert from_file[0] in ids(demo.related(demo_text(rel), limit=5))
+    with demo.reading() as view:
+        assert from_file[0] in ids(view.related(demo_text(rel), limit=5))
 
 
 def test_filters_restrict_related_notes(demo):
     text = PARAPHRASES["home/fix-leaking-kitchen-tap.md"]
-    health = demo.related(text, limit=10, tags=["health"])
+    with demo.reading() as view:
+        health = view.related(text, limit=10, tags=["health"])
     assert health.hits and all("health" in h.tags for h in health.hits)
-    none = demo.related(text, limit=10, source="nowhere")
+    with demo.reading() as view:
+        none = view.related(text, limit=10, source="nowhere")
     assert none.hits == [] and none.notices
 
 
 def test_a_file_of_another_kind_or_too_big_is_refused_with_what_to_do(demo, tmp_path):
     other = tmp_path / "photo.jpg"
     other.write_bytes(b"\xff\xd8\xff" + bytes(range(256)) * 4)
-    with pytest.raises(ArgumentError, match=r"not a Markdown, text or PDF file"):
-        demo.related_file(str(other))
+    with (pytest.raises(ArgumentError, match=r"not a Markdown, text or PDF file"),
+          demo.reading() as view):
+        view.related_file(str(other))
     binary = tmp_path / "blob.md"
     binary.write_bytes(b"\x00\x01\x02 not text" * 50)
-    with pytest.raises(ArgumentError, match=r"binary"):
-        demo.related_file(str(binary))
-    with pytest.raises(ArgumentError, match=r"No such file"):
-        demo.related_file(str(tmp_path / "gone.md"))
+    with pytest.raises(ArgumentError, match=r"binary"), demo.reading() as view:
+        view.related_file(str(binary))
+    with pytest.raises(ArgumentError, match=r"No such file"), demo.reading() as view:
+        view.related_file(str(tmp_path / "gone.md"))
 
 
 # -- how the text is read ------------------------------------------------------------------------
@@ -152,16 +159,18 @@ def test_the_text_is_embedded_as_passages_and_averaged():
 
 
 def test_blank_binary_and_huge_texts(engine):
-    with pytest.raises(ArgumentError, match="text: is empty"):
-        engine.related(" \n\t")
-    with pytest.raises(ArgumentError, match="text: looks like binary"):
-        engine.related("PK\x03\x04\x00\x00" + "\ufffd" * 50)
-    with pytest.raises(ArgumentError, match="text: looks like binary"):
-        engine.related("\x01\x02\x03\x04\x05\x06\x07\x08" * 20)
-    result = engine.related("banana bread " * 2_000)  # 26,000 characters
+    with pytest.raises(ArgumentError, match="text: is empty"), engine.reading() as view:
+        view.related(" \n\t")
+    with pytest.raises(ArgumentError, match="text: looks like binary"), engine.reading() as view:
+        view.related("PK\x03\x04\x00\x00" + "\ufffd" * 50)
+    with pytest.raises(ArgumentError, match="text: looks like binary"), engine.reading() as view:
+        view.related("\x01\x02\x03\x04\x05\x06\x07\x08" * 20)
+    with engine.reading() as view:
+        result = view.related("banana bread " * 2_000)  # 26,000 characters
     assert result.hits and result.notices == [
         f"only the first {MAX_RELATED_CHARS:,} characters were read"]
-    assert engine.related("banana", truncated=True).notices == result.notices
+    with engine.reading() as view:
+        assert view.related("banana", truncated=True).notices == result.notices
 
 
 # -- the op through a daemon, the CLI, MCP and Alfred --------------------------------------------

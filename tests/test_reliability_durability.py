@@ -147,7 +147,8 @@ def test_sigkill_at_random_points_of_indexing_and_sync(home, tmp_path):
     indexed = dict(engine.index.db.execute("SELECT note_id, title FROM notes").fetchall())
     assert set(indexed) == {f"notes:n{i:03d}.md" for i in state}
     for i in rng.sample(sorted(state), k=5):
-        assert engine.search(f"zq{i}x").hits[0].note_id == f"notes:n{i:03d}.md"
+        with engine.reading() as view:
+            assert view.search(f"zq{i}x").hits[0].note_id == f"notes:n{i:03d}.md"
     engine.close()
     assert mid_work >= len(kinds) // 4, f"too few kills landed mid-work: {log}"
     print(f"SIGKILL x{len(kinds)} (seed {SEED}): {mid_work} left the index mid-work, all "
@@ -377,7 +378,7 @@ def test_a_locked_unknown_or_missing_bear_database_keeps_what_is_served(home, tm
     config.save(cfg)
     with inproc_daemon(config.load()) as d:  # as on disk: sync_now checks
         assert search_ids("sourdough starter rye")[0].startswith("bear:")
-        d.engine.sources[1].lock_retry_seconds = 0.3
+        d.background.engine.sources[1].lock_retry_seconds = 0.3
 
         def sync_once() -> dict[str, dict]:
             before = _digest(db)

@@ -359,7 +359,7 @@ def test_waiting_syncs_never_hold_the_workers_that_answer_searches(home, tmp_pat
         emb.gate.set()
         for t in waiting:
             t.join()
-        assert d.last_reports[0]["error"] is None
+        assert d.background.last_reports[0]["error"] is None
         assert search_ids("zq3x")[0] == "notes:n003.md"
 
 
@@ -452,7 +452,7 @@ def test_a_bad_vault_through_the_daemon_and_client(home, tmp_path):
     cfg = config.Config(sources=(config.SourceConfig("notes", "markdown", str(root)),))
     config.save(cfg)
     with inproc_daemon(cfg) as d:
-        assert d.last_reports[0]["error"] is None
+        assert d.background.last_reports[0]["error"] is None
         out = json.loads(run_client(home, "ordinary", "topic3").stdout)
         assert out["items"][0]["title"] == "Good 3"
         assert ask("status")["result"]["notes"] >= 6

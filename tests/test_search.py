@@ -17,7 +17,8 @@ def test_each_note_appears_once_with_its_best_passage(engine, notes_dir):
         f"## Tags\n\nPush annotated tags to the remote. {filler}\n\n"
         f"## Remote branches\n\nPrune stale remote tracking branches. {filler}\n")
     engine.sync()
-    hits = engine.search("prune stale remote tracking branches").hits
+    with engine.reading() as view:
+        hits = view.search("prune stale remote tracking branches").hits
     assert [h.note_id for h in hits].count("notes:git/long.md") == 1
     top = hits[0]
     assert top.note_id == "notes:git/long.md"
@@ -27,50 +28,61 @@ def test_each_note_appears_once_with_its_best_passage(engine, notes_dir):
 
 
 def test_excluded_folder_is_not_indexed(engine):
-    assert "notes:private/secret.md" not in ids(engine.search("wifi password hunter2"))
+    with engine.reading() as view:
+        assert "notes:private/secret.md" not in ids(view.search("wifi password hunter2"))
     n = engine.index.db.execute("SELECT count(*) FROM notes WHERE path LIKE '%private%'")
     assert n.fetchone()[0] == 0
 
 
 def test_last_word_is_a_prefix_while_typing(engine):
-    assert ids(engine.search("postg"))[0] == "notes:db/postgres-vacuum.md"
-    assert ids(engine.search("banan"))[0] == "notes:kitchen/banana-bread.md"
+    with engine.reading() as view:
+        assert ids(view.search("postg"))[0] == "notes:db/postgres-vacuum.md"
+        assert ids(view.search("banan"))[0] == "notes:kitchen/banana-bread.md"
 
 
 def test_tag_filter_includes_nested_children_and_intersects(engine):
-    assert ids(engine.search("#db vacuum")) == ["notes:db/postgres-vacuum.md"]
-    assert ids(engine.search("#recipes #baking bread")) == ["notes:kitchen/banana-bread.md"]
-    assert ids(engine.search("#recipes #travel")) == []
+    with engine.reading() as view:
+        assert ids(view.search("#db vacuum")) == ["notes:db/postgres-vacuum.md"]
+        assert ids(view.search("#recipes #baking bread")) == ["notes:kitchen/banana-bread.md"]
+        assert ids(view.search("#recipes #travel")) == []
 
 
 def test_filter_that_matches_nothing_says_so_and_never_falls_back(engine):
-    r = engine.search("#nosuchtag bread")
+    with engine.reading() as view:
+        r = view.search("#nosuchtag bread")
     assert r.hits == [] and "#nosuchtag" in r.notices[0]
-    r = engine.search("in:elsewhere bread")
+    with engine.reading() as view:
+        r = view.search("in:elsewhere bread")
     assert r.hits == [] and "elsewhere" in r.notices[0]
-    assert ids(engine.search("in:notes lisbon"))[0] == "notes:travel/lisbon.md"
+    with engine.reading() as view:
+        assert ids(view.search("in:notes lisbon"))[0] == "notes:travel/lisbon.md"
 
 
 @pytest.mark.parametrize("q", ['"', "*", "NEAR(", "AND", "-", ":", 'a" OR "b', "col:x*",
                                "(((", "^", "\x00\x01", "   ", "x" * 100_000])
 def test_fts_syntax_and_junk_are_searched_as_text(engine, q):
-    result = engine.search(q)
+    with engine.reading() as view:
+        result = view.search(q)
     assert isinstance(result.hits, list)
 
 
 def test_empty_query_lists_recent_notes(engine):
-    assert len(engine.search("").hits) == 4
+    with engine.reading() as view:
+        assert len(view.search("").hits) == 4
 
 
 def test_similar_excludes_the_note_itself(engine):
-    hits = engine.similar("notes:git/undo-commit.md")
+    with engine.reading() as view:
+        hits = view.similar("notes:git/undo-commit.md")
     assert hits and "notes:git/undo-commit.md" not in [h.note_id for h in hits]
-    assert engine.similar("notes:nope") == []
+    with engine.reading() as view:
+        assert view.similar("notes:nope") == []
 
 
 def test_dense_and_bm25_modes_are_available(engine):
-    assert ids(engine.search("tram", mode="bm25")) == ["notes:travel/lisbon.md"]
-    assert engine.search("tram", mode="dense").hits
+    with engine.reading() as view:
+        assert ids(view.search("tram", mode="bm25")) == ["notes:travel/lisbon.md"]
+        assert view.search("tram", mode="dense").hits
 
 
 def test_snippet_is_the_matching_sentence_not_the_start():
@@ -108,7 +120,8 @@ def test_near_duplicates_are_folded_past_the_first_batch_of_hits(engine, notes_d
     (notes_dir / "dups" / "moraine.md").write_text(
         "# Moraines\n\nglacier0 left a moraine of till and boulders in the valley.\n")
     engine.sync()
-    found = ids(engine.search("glacier0 glacier1 glacier2 glacier3", limit=2))
+    with engine.reading() as view:
+        found = ids(view.search("glacier0 glacier1 glacier2 glacier3", limit=2))
     assert len(found) == 2 and found[0].startswith("notes:dups/original"), found
     assert found[1] == "notes:dups/moraine.md", found
 

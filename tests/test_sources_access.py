@@ -60,7 +60,8 @@ def ids(engine: Engine) -> set[str]:
 
 
 def source_status(engine: Engine) -> dict:
-    return engine.status()["sources"][0]
+    with engine.reading() as view:
+        return view.status()["sources"][0]
 
 
 @pytest.mark.parametrize("kind", ["markdown", "obsidian"])
@@ -186,17 +187,17 @@ def test_doctor_and_the_launcher_show_an_unreadable_folder(tmp_path, folder, mon
     engine.sync()
     clock = FakeClock()
     d = Daemon(cfg, engine_factory=lambda c: engine, clock=clock)
-    assert d.background.start_engine() and d.state == "ready"
+    assert d.background.start_engine() and d.background.state == "ready"
     try:
         deny(monkeypatch, folder / "work")
         d.background.note_reports(engine.sync())
         clock.advance(120)
-        reply = d.handle({"op": "search", "query": "bravo", "format": "alfred"})
+        reply = d.handlers.handle({"op": "search", "query": "bravo", "format": "alfred"})
         items = json.loads(reply["result"]["alfred"])["items"]
         assert "keeps failing" in items[0]["subtitle"]
         assert str(folder / "work") in items[0]["subtitle"]
         assert items[1]["title"] == "Bravo"  # still found
-        status = d.handle({"op": "status"})["result"]
+        status = d.handlers.handle({"op": "status"})["result"]
         assert str(folder / "work") in status["sources"][0]["last_error"]
     finally:
         d.shutdown()
@@ -234,8 +235,9 @@ def test_an_unreadable_subfolder_keeps_its_notes_through_a_rebuild(tmp_path, fol
     assert ids(engine) == before and report.carried == 2 and report.deleted == 0
     assert str(folder / "work") in report.error
     assert source_status(engine)["last_error"] == report.error
-    assert [h.note_id for h in engine.search("deep archive", mode="bm25").hits] == [
-        "notes:work/deep/c.md"]
+    with engine.reading() as view:
+        assert [h.note_id for h in view.search("deep archive", mode="bm25").hits] == [
+            "notes:work/deep/c.md"]
     assert not [t for t in engine.embedder.texts if "Bravo" in t or "Charlie" in t]
     # Access back: read again, as the carried rows ask; nothing embedded.
     monkeypatch.undo()

@@ -69,7 +69,8 @@ def ids(engine: Engine) -> set[str]:
 
 
 def found(engine: Engine, words: str) -> list[str]:
-    return [h.note_id for h in engine.search(words, mode="bm25").hits]
+    with engine.reading() as view:
+        return [h.note_id for h in view.search(words, mode="bm25").hits]
 
 
 def test_a_placeholder_keeps_its_note_and_the_download_embeds_nothing(tmp_path, root):
@@ -83,14 +84,16 @@ def test_a_placeholder_keeps_its_note_and_the_download_embeds_nothing(tmp_path, 
     assert report.deleted == 0 and report.added == 0 and report.offloaded == 2
     assert ids(engine) == {"notes:a.md", "notes:trips/b.md", "notes:trips/c.md"}
     assert found(engine, "ferry islands") == ["notes:trips/b.md"]
-    assert engine.status()["sources"][0]["offloaded"] == 2
+    with engine.reading() as view:
+        assert view.status()["sources"][0]["offloaded"] == 2
     # Downloaded again (the placeholder goes): read, and nothing new to embed.
     (root / "trips/b.md").write_bytes(text)
     (root / "trips/.b.md.icloud").unlink()
     engine.embedder.texts.clear()
     [report] = engine.sync()
     assert report.offloaded == 1 and report.deleted == 0 and engine.embedder.texts == []
-    assert engine.status()["sources"][0]["offloaded"] == 1
+    with engine.reading() as view:
+        assert view.status()["sources"][0]["offloaded"] == 1
     engine.close()
 
 
@@ -196,7 +199,8 @@ def test_an_offloaded_note_survives_a_rebuild_and_nothing_is_embedded_for_it(
         assert ids(engine) == {"notes:a.md", "notes:trips/b.md", "notes:trips/c.md"}
         assert found(engine, "garden shed") == ["notes:a.md"]
         assert found(engine, "night train") == ["notes:trips/c.md"]
-        assert engine.status()["sources"][0]["offloaded"] == 2
+        with engine.reading() as view:
+            assert view.status()["sources"][0]["offloaded"] == 2
     finally:
         engine.close()
 

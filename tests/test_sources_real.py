@@ -85,8 +85,9 @@ def test_edit_rename_delete_cycle_on_real_notes(tmp_path):
     victim = next((root / "sed").glob("*.md"))
     victim.unlink()
     assert engine.sync()[0].deleted == 1
-    assert engine.search(victim.stem.replace("-", " "), mode="bm25").hits[0].note_id != (
-        f"til:sed/{victim.name}")
+    with engine.reading() as view:
+        assert view.search(victim.stem.replace("-", " "), mode="bm25").hits[0].note_id != (
+            f"til:sed/{victim.name}")
     engine.close()
 
 

@@ -36,51 +36,62 @@ def words_engine(engine, notes_dir):
 
 def test_stemmed_words_are_marked_where_the_passage_has_them(words_engine):
     # JSON answers (passages > 1) tokenize the whole passage.
-    hit = hit_of(words_engine.search("runs ", mode="bm25", passages=3), "notes:runs.md")
+    with words_engine.reading() as view:
+        hit = hit_of(view.search("runs ", mode="bm25", passages=3), "notes:runs.md")
     assert marked(hit.passage, hit.spans) == ["running", "Runs"]
     assert hit.snippet == "Runs finish by six. Every day counts."
     assert marked(hit.snippet, hit.snippet_spans) == ["Runs"]
     # The launcher's list (one passage a hit, every keystroke) tokenizes only the
     # snippet; its passage marks the same words as written.
-    hit = hit_of(words_engine.search("runs ", mode="bm25"), "notes:runs.md")
+    with words_engine.reading() as view:
+        hit = hit_of(view.search("runs ", mode="bm25"), "notes:runs.md")
     assert marked(hit.snippet, hit.snippet_spans) == ["Runs"]
     assert marked(hit.passage, hit.spans) == ["Runs"]
     # A stem need not be how its word starts: "days" and "day" are both "dai".
-    hit = hit_of(words_engine.search("days ", mode="bm25"), "notes:runs.md")
+    with words_engine.reading() as view:
+        hit = hit_of(view.search("days ", mode="bm25"), "notes:runs.md")
     assert marked(hit.passage, hit.spans) == ["day"]
 
 
 def test_the_word_being_typed_marks_the_words_it_starts(words_engine):
-    hit = hit_of(words_engine.search("nightly back", mode="bm25"), "notes:runs.md")
+    with words_engine.reading() as view:
+        hit = hit_of(view.search("nightly back", mode="bm25"), "notes:runs.md")
     assert marked(hit.passage, hit.spans) == ["nightly", "backups"]
 
 
 def test_accents_are_folded_as_the_index_folds_them(words_engine):
-    hit = hit_of(words_engine.search("cafe ", mode="bm25"), "notes:cafe.md")
+    with words_engine.reading() as view:
+        hit = hit_of(view.search("cafe ", mode="bm25"), "notes:cafe.md")
     assert marked(hit.passage, hit.spans) == ["Café"]
     # Offsets are characters, not UTF-8 bytes: what follows the accent is found too.
-    hit = hit_of(words_engine.search("café porto ", mode="bm25"), "notes:cafe.md")
+    with words_engine.reading() as view:
+        hit = hit_of(view.search("café porto ", mode="bm25"), "notes:cafe.md")
     assert marked(hit.passage, hit.spans) == ["Café", "Porto"]
 
 
 def test_cjk_pairs_are_marked_as_written(words_engine):
-    hit = hit_of(words_engine.search("东京附近", mode="bm25"), "notes:tokyo.md")
+    with words_engine.reading() as view:
+        hit = hit_of(view.search("东京附近", mode="bm25"), "notes:tokyo.md")
     assert marked(hit.passage, hit.spans) == ["东京附近"]  # three pairs, one span
-    hit = hit_of(words_engine.search("电车", mode="bm25"), "notes:tokyo.md")
+    with words_engine.reading() as view:
+        hit = hit_of(view.search("电车", mode="bm25"), "notes:tokyo.md")
     assert marked(hit.passage, hit.spans) == ["电车"]
 
 
 def test_a_typo_marks_the_word_meant(engine):
-    hit = hit_of(engine.search("postgress vaccum", mode="bm25"), "notes:db/postgres-vacuum.md")
+    with engine.reading() as view:
+        hit = hit_of(view.search("postgress vaccum", mode="bm25"), "notes:db/postgres-vacuum.md")
     assert [w.lower() for w in marked(hit.passage, hit.spans)] == ["vacuum"]
     # Being typed: corrected as a prefix.
-    hit = hit_of(engine.search("bananna", mode="bm25"), "notes:kitchen/banana-bread.md")
+    with engine.reading() as view:
+        hit = hit_of(view.search("bananna", mode="bm25"), "notes:kitchen/banana-bread.md")
     assert marked(hit.passage, hit.spans) == ["bananas"]
 
 
 def test_a_hit_by_meaning_alone_marks_its_nearest_sentence(words_engine):
     # No word of the query is in the passage; "nightshift" shares "nigh" with "nightly".
-    hit = hit_of(words_engine.search("nightshift", mode="dense", limit=50), "notes:runs.md")
+    with words_engine.reading() as view:
+        hit = hit_of(view.search("nightshift", mode="dense", limit=50), "notes:runs.md")
     assert marked(hit.passage, hit.spans) == ["She was running the nightly backups."]
 
 
@@ -101,7 +112,8 @@ def test_recent_and_similar_notes_mark_nothing(engine):
 
 
 def test_json_hits_keep_every_key_and_add_spans_and_passages(engine):
-    hit = engine.search("vacuum ").hits[0].to_dict()
+    with engine.reading() as view:
+        hit = view.search("vacuum ").hits[0].to_dict()
     old = {"note_id", "title", "source", "kind", "url", "path", "tags", "heading_path",
            "snippet", "passage", "score", "modified", "archived", "attachment"}
     assert old < set(hit)
@@ -119,9 +131,11 @@ def test_a_json_search_lists_the_notes_next_best_passages(engine, notes_dir):
         f"## Light\n\nTomatoes want compost and sun. {filler}\n\n"
         f"## Other\n\nNothing here. {filler}\n")
     engine.sync()
-    one = hit_of(engine.search("compost ", mode="bm25"), "notes:long.md")
+    with engine.reading() as view:
+        one = hit_of(view.search("compost ", mode="bm25"), "notes:long.md")
     assert one.passages == [] and len(one.to_dict()["passages"]) == 1
-    hit = hit_of(engine.search("compost ", mode="bm25", passages=3), "notes:long.md")
+    with engine.reading() as view:
+        hit = hit_of(view.search("compost ", mode="bm25", passages=3), "notes:long.md")
     assert len(hit.passages) == 3
     assert hit.passages[0]["text"] == hit.passage
     scores = [p["score"] for p in hit.passages]

@@ -233,14 +233,17 @@ def test_searches_answer_from_the_last_commit_while_a_sync_runs(tmp_path, folder
     worker.start()
     try:
         assert emb.inside.wait(10)  # the sync is in the middle of embedding
-        hits = engine.search("kitchen tap water", limit=5).hits
+        with engine.reading() as view:
+            hits = view.search("kitchen tap water", limit=5).hits
         assert not emb.passed.is_set()  # answered while the sync is held in the model
         assert hits and hits[0].note_id == "notes:home/tap.md"
-        assert not engine.search("sourdough starter rye", limit=5, mode="bm25").hits
+        with engine.reading() as view:
+            assert not view.search("sourdough starter rye", limit=5, mode="bm25").hits
     finally:
         emb.gate.set()
         worker.join(10)
-    assert engine.search("sourdough starter rye", limit=5, mode="bm25").hits
+    with engine.reading() as view:
+        assert view.search("sourdough starter rye", limit=5, mode="bm25").hits
     engine.close()
 
 

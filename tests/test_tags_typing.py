@@ -21,15 +21,17 @@ def test_engine_lists_tags_most_used_first_with_nesting(engine, notes_dir):
     (notes_dir / "db" / "pg-backup.md").write_text(
         "---\ntags: [db/backup, postgres]\n---\n# Backups\n\npg_dump nightly.\n")
     engine.sync()
-    found = engine.tag_completions("#")
+    with engine.reading() as view:
+        found = view.tag_completions("#")
     assert found[0] == {"tag": "db", "notes": 2, "nested": True}
     assert {"tag": "postgres", "notes": 2, "nested": False} in found
     counts = [t["notes"] for t in found]
     assert counts == sorted(counts, reverse=True)
-    assert [t["tag"] for t in engine.tag_completions("#db/")] == ["db/backup",
-                                                                  "db/maintenance"]
-    assert engine.tag_completions("#zzz") is None  # no such tag: the search says so
-    assert engine.tag_completions("#db ") is None  # finished: a search for the tag
+    with engine.reading() as view:
+        assert [t["tag"] for t in view.tag_completions("#db/")] == ["db/backup",
+                                                                      "db/maintenance"]
+        assert view.tag_completions("#zzz") is None  # no such tag: the search says so
+        assert view.tag_completions("#db ") is None  # finished: a search for the tag
 
 
 def test_tag_items_complete_with_tab_and_search_with_enter():

@@ -59,7 +59,8 @@ def test_each_note_has_one_title_vector_that_is_no_passage_and_no_keyword_row(tm
     assert one("SELECT count(*) FROM titles") == one("SELECT count(*) FROM notes") == 3
     # The passages and keyword rows are the version 1 chunker's: the title adds neither.
     assert one("SELECT count(*) FROM chunks") == one("SELECT count(*) FROM chunks_fts") == 3
-    assert engine.status()["chunks"] == 3
+    with engine.reading() as view:
+        assert view.status()["chunks"] == 3
     assert engine.index.consistency_problems() == []
     # The title vector reads the title, and the path that the keyword side searches with
     # it, stored under their hash like any passage's.
@@ -80,22 +81,25 @@ def test_a_title_makes_its_note_a_candidate_and_the_hit_shows_a_passage(tmp_path
     engine = Engine(quokka, embedder=FakeEmbedder(), index_dir=str(tmp_path / "i"),
                     ranking=Ranking(dense_k=1))
     engine.sync()
-    hits = engine.search(query, mode="dense").hits
+    with engine.reading() as view:
+        hits = view.search(query, mode="dense").hits
     assert hits[0].note_id == "notes:wild/quokka.md"
     top = hits[0]
     assert top.passage.startswith("filler0") and top.heading_path == ""
     # SQLite answers the same without the in-memory copies (a one-shot command).
     settings = engine.index.copies.settings
     settings.vectors = settings.keywords = False
-    assert [h.note_id for h in engine.search(query, mode="dense").hits] == [
-        h.note_id for h in hits]
+    with engine.reading() as view:
+        assert [h.note_id for h in view.search(query, mode="dense").hits] == [
+            h.note_id for h in hits]
     engine.close()
     # The title's lead is what puts it first: without it, the passage that says the
     # words wins.
     for lead, first in ((0.5, "notes:wild/quokka.md"), (0.0, "notes:wild/island.md")):
         engine = Engine(quokka, embedder=FakeEmbedder(), index_dir=str(tmp_path / "i"),
                         ranking=Ranking(title_lead=lead))
-        assert ids(engine.search(query, mode="dense"))[0] == first
+        with engine.reading() as view:
+            assert ids(view.search(query, mode="dense"))[0] == first
         engine.close()
 
 
@@ -128,8 +132,9 @@ def test_similar_compares_passages_not_titles(tmp_path):
     engine = Engine(config_for(folder), embedder=FakeEmbedder(),
                     index_dir=str(tmp_path / "i"))
     engine.sync()
-    assert [h.note_id for h in engine.similar("notes:a.md")][:2] == ["notes:c.md",
-                                                                      "notes:b.md"]
+    with engine.reading() as view:
+        assert [h.note_id for h in view.similar("notes:a.md")][:2] == ["notes:c.md",
+                                                                          "notes:b.md"]
     engine.close()
 
 
@@ -157,9 +162,11 @@ def test_an_index_cut_before_title_vectors_is_re_chunked_embedding_only_the_titl
     model = RecordingEmbedder()
     engine = Engine(cfg, embedder=model, index_dir=d)
     assert engine.index.other_chunker == ChunkSettings(version=1).fingerprint()
-    assert engine.status()["re_chunking"]
+    with engine.reading() as view:
+        assert view.status()["re_chunking"]
     # The old file answers meanwhile (migrated in place: an empty titles table).
-    assert ids(engine.search("postgres vacuum"))[0] == "notes:db/postgres-vacuum.md"
+    with engine.reading() as view:
+        assert ids(view.search("postgres vacuum"))[0] == "notes:db/postgres-vacuum.md"
     model.texts.clear()  # the query's
     events: list[tuple[str, int]] = []
 
@@ -184,8 +191,9 @@ def test_an_index_cut_before_title_vectors_is_re_chunked_embedding_only_the_titl
     assert sum(r.reused for r in reports) == len(before)
     assert events == [("indexing notes", len(titles))]
     assert engine.index.consistency_problems() == []
-    assert not engine.status()["re_chunking"]
-    assert ids(engine.search("postgres vacuum"))[0] == "notes:db/postgres-vacuum.md"
+    with engine.reading() as view:
+        assert not view.status()["re_chunking"]
+        assert ids(view.search("postgres vacuum"))[0] == "notes:db/postgres-vacuum.md"
     engine.close()
 
 

@@ -68,20 +68,24 @@ def test_vocabulary_near_includes_terms_added_since_the_build():
 ])
 def test_typos_find_the_note_meant(engine, typo, meant):
     for mode in ("bm25", "hybrid"):
-        assert ids(engine.search(typo, mode=mode))[0] == meant, mode
+        with engine.reading() as view:
+            assert ids(view.search(typo, mode=mode))[0] == meant, mode
 
 
 def test_without_typo_tolerance_the_typo_finds_nothing_by_keywords(engine):
     engine.searcher.ranking = dataclasses.replace(engine.searcher.ranking, typos=False)
-    assert ids(engine.search("bananna", mode="bm25")) == []
+    with engine.reading() as view:
+        assert ids(view.search("bananna", mode="bm25")) == []
     engine.searcher.ranking = Ranking()
-    assert ids(engine.search("bananna ", mode="bm25")) == ["notes:kitchen/banana-bread.md"]
+    with engine.reading() as view:
+        assert ids(view.search("bananna ", mode="bm25")) == ["notes:kitchen/banana-bread.md"]
 
 
 def test_the_word_being_typed_is_corrected_as_a_prefix(engine):
     # "vaccu" has no completion in the index; "vacu" (a doubled letter dropped) and
     # "vacuu" (one replaced) have.
-    assert ids(engine.search("vaccu", mode="bm25"))[0] == "notes:db/postgres-vacuum.md"
+    with engine.reading() as view:
+        assert ids(view.search("vaccu", mode="bm25"))[0] == "notes:db/postgres-vacuum.md"
     found = engine.searcher.query_terms(parse("vaccu"))
     assert [(t.correction, t.prefix) for t in found] in ([("vacu", True)], [("vacuu", True)])
     # A letter that was not doubled is never dropped from a prefix (it would make a
@@ -113,7 +117,8 @@ def test_the_model_reads_the_corrected_words(engine):
 
 
 def test_snippet_shows_the_sentence_with_the_word_meant(engine):
-    hit = engine.search("ripe banannas", mode="bm25").hits[0]
+    with engine.reading() as view:
+        hit = view.search("ripe banannas", mode="bm25").hits[0]
     assert "ripe bananas" in hit.snippet
 
 
@@ -124,7 +129,8 @@ def test_a_rare_word_close_to_a_common_one_gets_both(engine, notes_dir):
     engine.sync()
     found = engine.searcher.query_terms(parse("recieve "))
     assert [(t.correction, t.df) for t in found] == [(None, 1), ("receive", 31)]
-    hits = ids(engine.search("recieve ", mode="bm25", limit=40))
+    with engine.reading() as view:
+        hits = ids(view.search("recieve ", mode="bm25", limit=40))
     assert "notes:typo.md" in hits and "notes:mail0.md" in hits
     assert engine.searcher.dense_text(parse("recieve ")) == "recieve receive"
 

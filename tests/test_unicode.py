@@ -56,18 +56,21 @@ def ids(result) -> list[str]:
 @pytest.mark.parametrize("mode", ["bm25", "hybrid"])
 def test_a_decomposed_query_finds_what_the_composed_one_finds(engine, query, note, mode):
     assert nfd(query) != query
-    composed = ids(engine.search(query, mode=mode))
+    with engine.reading() as view:
+        composed = ids(view.search(query, mode=mode))
     assert f"notes:{note}" in composed
     if mode == "bm25":  # the fake model's vectors mean nothing: keywords alone rank it
         assert composed[0] == f"notes:{note}"
-    assert ids(engine.search(nfd(query), mode=mode)) == composed
+    with engine.reading() as view:
+        assert ids(view.search(nfd(query), mode=mode)) == composed
 
 
 def test_decomposed_tags_in_arguments_and_completions(engine):
-    assert ids(engine.search("galettes", tags=[nfd("fête")])) == ["notes:party.md"]
-    assert [t["tag"] for t in engine.tag_completions(nfd("#fê"))] == ["fête"]
-    assert [t["tag"] for t in engine.tags(prefix=nfd("fê"))] == ["fête"]
-    assert ids(engine.recent(tags=[nfd("#fête")])) == ["notes:party.md"]
+    with engine.reading() as view:
+        assert ids(view.search("galettes", tags=[nfd("fête")])) == ["notes:party.md"]
+        assert [t["tag"] for t in view.tag_completions(nfd("#fê"))] == ["fête"]
+        assert [t["tag"] for t in view.tags(prefix=nfd("fê"))] == ["fête"]
+        assert ids(view.recent(tags=[nfd("#fête")])) == ["notes:party.md"]
 
 
 def test_a_decomposed_note_is_found_by_a_composed_query(engine, unicode_notes):
@@ -76,14 +79,17 @@ def test_a_decomposed_note_is_found_by_a_composed_query(engine, unicode_notes):
                                                   "## Pâte\n\nFarine, œufs, lait.\n"),
                                       encoding="utf-8")
     engine.sync()
-    [hit] = [h for h in engine.search("crêpes réveillon", mode="bm25").hits]
+    with engine.reading() as view:
+        [hit] = [h for h in view.search("crêpes réveillon", mode="bm25").hits]
     assert hit.note_id == f"notes:{name}"  # the file's own name: it opens
     assert hit.title == "Crêpes" and unicodedata.is_normalized("NFC", hit.title)
     assert hit.tags == ["fête"]
-    assert ids(engine.search("à-Noël", mode="bm25"))[0] == hit.note_id  # its name, an alias
+    with engine.reading() as view:
+        assert ids(view.search("à-Noël", mode="bm25"))[0] == hit.note_id  # its name, an alias
     # The note id through Alfred (``similar:ID``) may come back composed.
-    assert engine.search(f"similar:{unicodedata.normalize('NFC', hit.note_id)}").hits
-    page = engine.note(hit.note_id, heading=nfd("Pâte"))
+    with engine.reading() as view:
+        assert view.search(f"similar:{unicodedata.normalize('NFC', hit.note_id)}").hits
+        page = view.note(hit.note_id, heading=nfd("Pâte"))
     assert "Farine" in page["text"]
 
 
@@ -103,7 +109,8 @@ def test_notes_indexed_decomposed_are_read_once_more(tmp_path, unicode_notes, mo
     total = len(engine.index.stored_notes("notes"))
     assert report.updated == 1 and report.unchanged == total - 1
     assert engine.embedder.texts and all("Pâté" in t for t in engine.embedder.texts)
-    assert ids(engine.search("pâté croûte", mode="bm25")) == ["notes:nfd.md"]
+    with engine.reading() as view:
+        assert ids(view.search("pâté croûte", mode="bm25")) == ["notes:nfd.md"]
     engine.close()
 
 
@@ -133,7 +140,8 @@ def test_a_loose_pdf_named_in_finder_is_titled_in_nfc(tmp_path):
                                             {"pdfs": "all"}),)),
                embedder=RecordingEmbedder(), index_dir=str(tmp_path / "idx"))
     e.sync()
-    [hit] = e.search("relevé", mode="bm25").hits
+    with e.reading() as view:
+        [hit] = view.search("relevé", mode="bm25").hits
     assert hit.title == "Relevé de compte" and unicodedata.is_normalized("NFC", hit.title)
     # Its fingerprint asks for one more read of a PDF so named (not of any other).
     [stub] = e.sources[0].scan()

@@ -282,10 +282,10 @@ def test_lag_hint_in_search_results(tmp_path, folder):
     engine.sync()
     clock = FakeClock()
     d = Daemon(cfg, engine_factory=lambda c: engine, clock=clock)
-    assert d.background.start_engine() and d.state == "ready"
+    assert d.background.start_engine() and d.background.state == "ready"
     try:
         def search(fmt: str) -> dict:
-            reply = d.handle({"op": "search", "query": "alpha", "format": fmt})
+            reply = d.handlers.handle({"op": "search", "query": "alpha", "format": fmt})
             assert reply["ok"], reply
             return reply["result"]
 
@@ -303,11 +303,11 @@ def test_lag_hint_in_search_results(tmp_path, folder):
         items = json.loads(search("alfred")["alfred"])["items"]
         assert "keeps failing: database is locked" in items[0]["subtitle"]
         assert search("json")["behind"]["minutes"] == 3
-        status = d.handle({"op": "status"})["result"]
+        status = d.handlers.handle({"op": "status"})["result"]
         assert status["behind"] == {"minutes": 3, "sources": ["notes"]}
         # A successful sync clears it.
         d.background.note_reports(engine.sync())
-        assert d.lag() is None and d.background.errors == {}
+        assert d.background.lag() is None and d.background.errors == {}
     finally:
         d.shutdown()
 
@@ -400,7 +400,8 @@ def test_a_rebuilt_index_is_switched_to_and_the_old_one_closed_when_its_last_rea
             assert not held.closed and os.path.exists(old.path)
             assert view.search("alpha").hits
         assert held.closed and not os.path.exists(old.path)
-        assert engine.index.path == newer and engine.search("alpha").hits
+        with engine.reading() as view:
+            assert engine.index.path == newer and view.search("alpha").hits
         assert bg.state == "ready"
 
 
@@ -418,7 +419,8 @@ def test_after_an_upgrade_that_changes_the_chunker_the_loop_re_chunks_the_index(
     engine = Engine(cfg, embedder=FakeEmbedder(), chunker=changed,
                     index_dir=str(tmp_path / "idx"))
     old = engine.index
-    assert old.other_chunker is not None and engine.search("alpha").hits
+    with engine.reading() as view:
+        assert old.other_chunker is not None and view.search("alpha").hits
     bg = Background(lambda: engine, threading.Event(), use_events=False, clock=clock)
     assert bg.start_engine() and bg.state == "ready"
     bg.start_watching()
@@ -429,7 +431,8 @@ def test_after_an_upgrade_that_changes_the_chunker_the_loop_re_chunks_the_index(
         assert engine.index.meta()["chunker"] == changed.fingerprint()
         assert [r["unchanged"] + r["added"] for r in bg.last_reports] == [2]
         # Nothing held the old file: closed and deleted at the switch.
-        assert engine.search("alpha").hits and not os.path.exists(old_path)
+        with engine.reading() as view:
+            assert view.search("alpha").hits and not os.path.exists(old_path)
         assert bg.state == "ready"
     finally:
         bg.watcher.stop()

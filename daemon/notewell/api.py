@@ -3,11 +3,11 @@
 Every front end answers a read op here: the daemon's handlers (``serve.handlers``), the
 CLI when no daemon runs (``cli.reads``) and, through the handlers, the MCP tools
 (``agents.link``), so an op gives the same keys, hits and errors on each. A function
-takes a read view (``Engine.reading()``; the Engine's own read methods work too) and the
-op's arguments already checked by ``wire.requests``, and calls only the view's read
-methods. What only a running daemon knows (how far the index lags, a rebuild going on,
-its pid) and the transport (Alfred's format, the prepared answers) the daemon adds in
-``serve.handlers``; without a daemon those keys are absent.
+takes a read view (``Engine.reading()``) and the op's arguments already checked by
+``wire.requests``, and calls only the view's read methods. What only a running daemon
+knows (how far the index lags, a rebuild going on, its pid) and the transport (Alfred's
+format, the prepared answers) the daemon adds in ``serve.handlers``; without a daemon
+those keys are absent.
 
 ``refusal`` turns the errors a read raises on bad input (a bad date, an argument the
 notes cannot take, an unknown note or heading) into one ``OpError`` with its wire code.
@@ -17,12 +17,11 @@ Sits at the engine layer: may import ``engine`` and what is below it.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from notewell.engine import Engine, HeadingNotFound, NoteNotFound, ReadView
+from notewell.engine import HeadingNotFound, NoteNotFound
 from notewell.search.dates import DateError
 from notewell.search.searcher import SearchResult
 from notewell.wire import requests
@@ -53,12 +52,6 @@ def refusal(e: BaseException) -> OpError | None:
     if isinstance(e, (NoteNotFound, HeadingNotFound)):
         return OpError("not_found", str(e.args[0]))
     return None
-
-
-def view(engine: Engine) -> contextlib.AbstractContextManager[ReadView]:
-    """The read view one request answers from, held for the ``with`` block
-    (``Engine.reading``)."""
-    return engine.reading()
 
 
 def answer(view: Any, op: str, args: dict) -> dict:

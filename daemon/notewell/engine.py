@@ -8,8 +8,7 @@ engine's ``Generations`` owns; a switch to a new file retires the old one, close
 its last reader lets go. A request reads through one ``ReadView`` (``with
 engine.reading() as view``): it holds one generation and one read view of its index
 (which side, an in-memory copy or SQLite, answers each read: decided once, at its start)
-for all its reads. The engine's own read methods of the same names are for one-shot
-callers: each takes a fresh view.
+for all its reads; a one-shot caller takes one for its one read.
 """
 
 from __future__ import annotations
@@ -120,95 +119,6 @@ class Engine:
         if keywords:
             index.warm_keywords()
 
-    def ensure_copies(self) -> None:
-        """Start loading whatever copy is behind the index, a failed one once its retry
-        is due: the sync thread's wake, so the keyword copy follows the chunks even when
-        nobody searches."""
-        self.index.ensure_copies()
-
-    # -- reads, one-shot: each takes a fresh view (see ``ReadView`` for the arguments) ------
-
-    def search(self, query: str, limit: int = 20, mode: str = "hybrid", *,
-               tags: Sequence[str] = (), source: str | None = None,
-               modified_after: DateBound = None, modified_before: DateBound = None,
-               passages: int = 1) -> SearchResult:
-        with self.reading() as view:
-            return view.search(query, limit, mode, tags=tags, source=source,
-                               modified_after=modified_after, modified_before=modified_before,
-                               passages=passages)
-
-    def similar(self, note_id: str, limit: int = 20) -> list[Hit]:
-        with self.reading() as view:
-            return view.similar(note_id, limit)
-
-    def related(self, text: str, limit: int = 20, **kw) -> SearchResult:
-        with self.reading() as view:
-            return view.related(text, limit, **kw)
-
-    def related_file(self, path: str, limit: int = 20, **kw) -> SearchResult:
-        with self.reading() as view:
-            return view.related_file(path, limit, **kw)
-
-    def recent(self, limit: int = 10, source: str | None = None, tags: Sequence[str] = (),
-               modified_after: DateBound = None, modified_before: DateBound = None
-               ) -> SearchResult:
-        with self.reading() as view:
-            return view.recent(limit, source, tags, modified_after, modified_before)
-
-    def note(self, note_id: str, heading: str | None = None, offset: int = 0,
-             max_chars: int = requests.PAGE_CHARS) -> dict:
-        with self.reading() as view:
-            return view.note(note_id, heading, offset, max_chars)
-
-    def tags(self, prefix: str | None = None) -> list[dict]:
-        with self.reading() as view:
-            return view.tags(prefix)
-
-    def tag_completions(self, query: str, limit: int = 30) -> list[dict] | None:
-        with self.reading() as view:
-            return view.tag_completions(query, limit)
-
-    def status(self) -> dict:
-        with self.reading() as view:
-            return view.status()
-
-    def new_notes(self, query: str) -> list[dict]:
-        """How to create a note from ``query`` in each source's own app (its ``in:`` source
-        only, when it names one): ``{source, kind, title, tags, url}``, the title being the
-        query without its filters and the tags its ``#tags``. notewell writes nothing: the
-        app does, through its URL scheme; a source without one is left out."""
-        q = parse(query)
-        title = q.text.strip()
-        if not title:
-            return []
-        out = []
-        for src in self.sources:
-            if q.sources and src.name not in q.sources:
-                continue
-            url = src.new_note_url(title, q.tags)
-            if url:
-                out.append({"source": src.name, "kind": src.kind, "title": title,
-                            "tags": list(q.tags), "url": url})
-        return out
-
-    def filtered(self, q: Query, tags: Sequence[str] = (), source: str | None = None,
-                 modified_after: DateBound = None, modified_before: DateBound = None
-                 ) -> Query:
-        """``q`` with filters given as arguments added to those typed in it."""
-        after = dates.bound(modified_after, self.clock, name="modified_after")
-        before = dates.bound(modified_before, self.clock, name="modified_before")
-        if after is not None and before is not None and after >= before:
-            raise ArgumentError("modified_before", "is not later than modified_after, so "
-                                "no note can match; swap them?")
-        more_tags = tuple(nfc(t).strip().lstrip("#").lower().rstrip("/") for t in tags)
-        # Bounds typed in the query (``after:``) are read later (``filters.with_dates``)
-        # and tighten these.
-        return dataclasses.replace(
-            q, tags=q.tags + tuple(t for t in more_tags if t),
-            sources=q.sources + ((nfc(source),) if source else ()),
-            modified_after=after if after is not None else q.modified_after,
-            modified_before=before if before is not None else q.modified_before)
-
     # -- writes -----------------------------------------------------------------------------
 
     def sync(self, progress: bool | ProgressBars = False,
@@ -294,8 +204,7 @@ class Engine:
 class ReadView:
     """One request's reads (``Engine.reading``): one generation, held, and one read view
     of its index (``Index.view``: the freshness stamps read once, which side answers each
-    read fixed then), through which every method here reads. The read methods match the
-    ``Engine``'s of the same names, which take a fresh view each call."""
+    read fixed then), through which every method here reads."""
 
     def __init__(self, engine: Engine, generation: Generation) -> None:
         self._engine = engine
@@ -310,17 +219,42 @@ class ReadView:
         """The file this view reads (prepared answers are kept per file)."""
         return self.generation.index.path
 
-    def has_note(self, note_id: str) -> bool:
-        """Whether a note with this id is indexed."""
-        return self.reads.note_record(note_id) is not None
-
     def new_notes(self, query: str) -> list[dict]:
-        return self._engine.new_notes(query)
+        """How to create a note from ``query`` in each source's own app (its ``in:`` source
+        only, when it names one): ``{source, kind, title, tags, url}``, the title being the
+        query without its filters and the tags its ``#tags``. notewell writes nothing: the
+        app does, through its URL scheme; a source without one is left out."""
+        q = parse(query)
+        title = q.text.strip()
+        if not title:
+            return []
+        out = []
+        for src in self._engine.sources:
+            if q.sources and src.name not in q.sources:
+                continue
+            url = src.new_note_url(title, q.tags)
+            if url:
+                out.append({"source": src.name, "kind": src.kind, "title": title,
+                            "tags": list(q.tags), "url": url})
+        return out
 
     def filtered(self, q: Query, tags: Sequence[str] = (), source: str | None = None,
                  modified_after: DateBound = None, modified_before: DateBound = None
                  ) -> Query:
-        return self._engine.filtered(q, tags, source, modified_after, modified_before)
+        """``q`` with filters given as arguments added to those typed in it."""
+        after = dates.bound(modified_after, self.clock, name="modified_after")
+        before = dates.bound(modified_before, self.clock, name="modified_before")
+        if after is not None and before is not None and after >= before:
+            raise ArgumentError("modified_before", "is not later than modified_after, so "
+                                "no note can match; swap them?")
+        more_tags = tuple(nfc(t).strip().lstrip("#").lower().rstrip("/") for t in tags)
+        # Bounds typed in the query (``after:``) are read later (``filters.with_dates``)
+        # and tighten these.
+        return dataclasses.replace(
+            q, tags=q.tags + tuple(t for t in more_tags if t),
+            sources=q.sources + ((nfc(source),) if source else ()),
+            modified_after=after if after is not None else q.modified_after,
+            modified_before=before if before is not None else q.modified_before)
 
     def search(self, query: str, limit: int = 20, mode: str = "hybrid", *,
                tags: Sequence[str] = (), source: str | None = None,
@@ -382,7 +316,7 @@ class ReadView:
         note of a configured source, that note is read through it and left out of the
         answer. Raises ``ArgumentError`` saying what cannot be read."""
         note_id, title, text = self._file_text(path)
-        indexed = note_id is not None and self.has_note(note_id)
+        indexed = note_id is not None and self.reads.note_record(note_id) is not None
         return self.related(text, limit, tags=tags, source=source,
                             modified_after=modified_after, modified_before=modified_before,
                             exclude=note_id if indexed else None, title=title)
@@ -435,9 +369,9 @@ class ReadView:
         under ``heading``), one page of ``max_chars`` from ``offset``; ``next_offset``
         is where the next page starts, None on the last. Only notes in the index are
         read, through their configured source: nothing else on disk is reachable.
-        Raises ``NoteNotFound``, ``HeadingNotFound``, ``requests.BadArguments``."""
-        requests.request_args("note", {"note_id": note_id, "heading": heading,
-                                       "offset": offset, "max_chars": max_chars})
+        The arguments' types and ranges are checked before (``wire.requests``). Raises
+        ``NoteNotFound``, ``HeadingNotFound``, ``ArgumentError`` (past the end).
+        """
         record = self.reads.note_record(note_id)
         src = next((s for s in self._engine.sources
                     if record and s.name == record.source), None)

@@ -73,7 +73,7 @@ def local_answer(args: argparse.Namespace, op: str, kw: dict) -> dict:
         raise api.refusal(e) from None  # type: ignore[misc]
     engine = one_shot_engine(args)
     try:
-        with api.view(engine) as view:
+        with engine.reading() as view:
             return api.answer(view, op, checked)
     finally:
         engine.close()

@@ -5,7 +5,8 @@ that are kept and reused.
 Vectors are content-addressed, so a second run embeds nothing, and a chunker change
 re-chunks without re-embedding passages whose text did not change. A BEIR corpus becomes
 notes (title plus text) through ``BeirSource``, an in-memory implementation of the
-``Source`` protocol. May import ``evaluation.metrics`` (its errors and file reading),
+``Source`` protocol (``known_items.NotesSource``, read on first use). May import
+``evaluation.metrics`` (its errors and file reading), ``evaluation.known_items``,
 ``config``, ``notes``, ``index``, ``ingest``, ``model``, ``sources``, ``wire.paths`` and
 ``engine`` (a rebuild beside).
 """
@@ -14,9 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
 
 from notewell.config import SourceConfig
+from notewell.evaluation.known_items import NotesSource
 from notewell.evaluation.metrics import EvalError, jsonl
 from notewell.index import store
 from notewell.index.database import Index
@@ -25,14 +26,15 @@ from notewell.ingest.chunking import ChunkSettings
 from notewell.ingest.sync import Syncer
 from notewell.model.embedding import Embedder
 from notewell.model.files import sha256_file
-from notewell.notes import Note, NoteStub
+from notewell.notes import Note
 from notewell.sources import Source
 from notewell.wire import paths
 
 
-class BeirSource:
+class BeirSource(NotesSource):
     """A BEIR ``corpus.jsonl`` as a note source: one note per document, titled with the
-    document's title, ``note_id`` ``<name>:<doc id>``. Read once, held in memory."""
+    document's title, ``note_id`` ``<name>:<doc id>``. Read once, on first use, and held
+    in memory."""
 
     kind = "beir"
 
@@ -42,10 +44,7 @@ class BeirSource:
         self._docs: dict[str, Note] | None = None
 
     @property
-    def name(self) -> str:
-        return self.config.name
-
-    def _load_all(self) -> dict[str, Note]:
+    def notes(self) -> dict[str, Note]:
         if self._docs is None:
             docs = {}
             for row in jsonl(self.corpus_path):
@@ -57,22 +56,6 @@ class BeirSource:
                                      url=f"beir:{row['_id']}", fingerprint=fingerprint)
             self._docs = docs
         return self._docs
-
-    def scan(self) -> Iterator[NoteStub]:
-        for note in self._load_all().values():
-            yield NoteStub(note.note_id, note.fingerprint)
-
-    def load(self, note_id: str) -> Note | None:
-        return self._load_all().get(note_id)
-
-    def passage_url(self, note: Note, anchor: str | None, line: int | None = None) -> str:
-        return note.url
-
-    def change_token(self) -> str | None:
-        return None
-
-    def watch_paths(self) -> list[str]:
-        return []
 
 
 def eval_dir(key: str) -> str:

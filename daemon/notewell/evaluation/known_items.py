@@ -257,7 +257,8 @@ def _digest(*parts: str) -> int:
 
 
 class NotesSource:
-    """Notes held in memory as a ``Source`` (the corpus of ``pick``)."""
+    """Notes held in memory as a ``Source`` (the corpus of ``pick``; a BEIR corpus is one,
+    ``corpora.BeirSource``)."""
 
     kind = "self"
 

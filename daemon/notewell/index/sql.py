@@ -70,12 +70,6 @@ def freshness(db: apsw.Connection) -> Freshness:
                      row[3] or 0)
 
 
-def data_version(db: apsw.Connection) -> tuple[int, int, int]:
-    """Changes whenever any connection commits, as this one sees it: ``data_version``
-    counts other connections' commits, ``total_changes`` this one's own."""
-    return id(db), db.execute("PRAGMA data_version").fetchone()[0], db.total_changes()
-
-
 # -- vectors ---------------------------------------------------------------------------------
 
 

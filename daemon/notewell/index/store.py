@@ -66,24 +66,21 @@ def current_path(directory: str | None = None) -> str:
 
 
 def open_current(settings: BuildSettings, directory: str | None = None,
-                 recover: bool = True, other_chunker_ok: bool = False) -> Index:
-    """Open the current index; a corrupt file is moved aside and replaced if ``recover``.
+                 other_chunker_ok: bool = False) -> Index:
+    """Open the current index; a corrupt file is moved aside and replaced.
     ``other_chunker_ok``: a file cut by another chunker opens (``Index.other_chunker``)."""
     directory = directory or paths.index_dir()
     paths.ensure_private_dir(directory)
     path = current_path(directory)
     try:
         index = Index(path, settings, other_chunker_ok=other_chunker_ok)
-        if recover:
-            problems = index.integrity_check(quick=True)
-            if problems:
-                index.close()
-                detail = next((p for p in problems if not p.startswith("***")), problems[0])
-                raise IndexCorrupt(f"{path}: integrity check failed: {detail}")
+        problems = index.integrity_check(quick=True)
+        if problems:
+            index.close()
+            detail = next((p for p in problems if not p.startswith("***")), problems[0])
+            raise IndexCorrupt(f"{path}: integrity check failed: {detail}")
         return index
     except IndexCorrupt as e:
-        if not recover:
-            raise
         moved = quarantine(path)
         log.error("%s; moved it aside to %s and starting a fresh index",
                   str(e).splitlines()[0], moved)

@@ -1,5 +1,5 @@
 """Text that is no note, as notes are read: a selection or a file handed to "related
-notes" (``Engine.related``), checked (blank, binary), read (a PDF's pages, a Markdown
+notes" (``ReadView.related``), checked (blank, binary), read (a PDF's pages, a Markdown
 file without its frontmatter) and turned into one vector the way a note's mean passage
 vector is made. May import ``notes``, ``ingest.chunking``, ``model``, ``sources`` and
 ``wire.requests``.

@@ -132,7 +132,7 @@ APP_NAMES = {"bear": "Bear", "obsidian": "Obsidian", "markdown": "your editor"}
 
 def new_note_item(new: dict, query: str, found: bool) -> dict:
     """"New note: TITLE", created by the source's own app through its URL scheme
-    (``Engine.new_notes``); Enter goes through the stale-Enter guard like a hit."""
+    (``ReadView.new_notes``); Enter goes through the stale-Enter guard like a hit."""
     app = APP_NAMES.get(new["kind"], new["kind"])
     tags = " ".join("#" + t for t in new.get("tags", []))
     where = f"in {app}" + (f" ({new['source']})" if new["kind"] != "bear" else "")
@@ -206,7 +206,7 @@ def rebuilding_item(rebuilding: dict) -> dict:
 
 
 def behind_item(lag: dict) -> dict:
-    """The hint above results when the index lags its sources (see ``Daemon.lag``)."""
+    """The hint above results when the index lags its sources (see ``Background.lag``)."""
     minutes = max(1, int(lag.get("minutes", 0)))
     title = f"Index is {minutes} minute{'s' if minutes != 1 else ''} behind"
     error = lag.get("error")

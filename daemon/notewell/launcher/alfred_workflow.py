@@ -174,32 +174,9 @@ def info_plist(home: str | None = None) -> dict:
     the NOTEWELL_HOME it passes on, if any."""
     sf = _uid("scriptfilter")
     language, script = script_filter_command()
-    objects: list[dict] = [{
-        "uid": sf,
-        "type": "alfred.workflow.input.scriptfilter",
-        "version": 3,
-        "config": {
-            "keyword": "{var:keyword}",
-            "withspace": True,
-            "argumenttype": ARGUMENT_OPTIONAL,
-            "argumenttrimmode": 0,
-            "argumenttreatemptyqueryasnil": False,
-            "title": "Search your notes",
-            "subtext": "notewell · empty query: recently modified notes",
-            "runningsubtext": "Searching…",
-            "type": language,
-            "script": script,
-            "scriptfile": "",
-            "scriptargtype": ARGV,
-            "escaping": 0,  # nothing is substituted into the script, so nothing to escape
-            "queuemode": QUEUE_TERMINATE_PREVIOUS,
-            "queuedelaymode": QUEUE_DELAY_IMMEDIATE,
-            "queuedelaycustom": 1,
-            "queuedelayimmediatelyinitially": True,
-            "alfredfiltersresults": False,
-            "alfredfiltersresultsmatchmode": 0,
-        },
-    }]
+    objects = [_script_filter(sf, "{var:keyword}", "Search your notes",
+                              "notewell · empty query: recently modified notes",
+                              "Searching…", language, script, QUEUE_DELAY_IMMEDIATE)]
     connections: dict[str, list[dict]] = {sf: []}
     uidata: dict[str, dict] = {sf: {"xpos": 60, "ypos": 200}}
     for row, (name, modifier, action, label) in enumerate(ACTIONS):
@@ -280,6 +257,38 @@ def info_plist(home: str | None = None) -> dict:
     }
 
 
+def _script_filter(uid: str, keyword: str, title: str, subtext: str, running: str,
+                   language: int, script: str, delay: int) -> dict:
+    """A Script Filter that runs ``script`` on each query (an empty one too) and shows its
+    items as they come, unfiltered by Alfred."""
+    return {
+        "uid": uid,
+        "type": "alfred.workflow.input.scriptfilter",
+        "version": 3,
+        "config": {
+            "keyword": keyword,
+            "withspace": True,
+            "argumenttype": ARGUMENT_OPTIONAL,
+            "argumenttrimmode": 0,
+            "argumenttreatemptyqueryasnil": False,
+            "title": title,
+            "subtext": subtext,
+            "runningsubtext": running,
+            "type": language,
+            "script": script,
+            "scriptfile": "",
+            "scriptargtype": ARGV,
+            "escaping": 0,  # nothing is substituted into the script, so nothing to escape
+            "queuemode": QUEUE_TERMINATE_PREVIOUS,
+            "queuedelaymode": delay,
+            "queuedelaycustom": 1,
+            "queuedelayimmediatelyinitially": True,
+            "alfredfiltersresults": False,
+            "alfredfiltersresultsmatchmode": 0,
+        },
+    }
+
+
 def _related(objects: list[dict], connections: dict[str, list[dict]],
              uidata: dict[str, dict]) -> None:
     """Related notes: a Script Filter fed by a Universal Action (on selected text and on
@@ -287,34 +296,12 @@ def _related(objects: list[dict], connections: dict[str, list[dict]],
     in macOS), whose items act as the search's do (the same Run Scripts and modifiers)."""
     sf, search = _uid("scriptfilter/related"), _uid("scriptfilter")
     ua, hotkey = _uid("universalaction/related"), _uid("hotkey/related")
-    objects.append({
-        "uid": sf,
-        "type": "alfred.workflow.input.scriptfilter",
-        "version": 3,
-        "config": {
-            "keyword": "{var:related_keyword}",
-            "withspace": True,
-            "argumenttype": ARGUMENT_OPTIONAL,  # an empty selection gets an item saying so
-            "argumenttrimmode": 0,
-            "argumenttreatemptyqueryasnil": False,
-            "title": "Related notes",
-            "subtext": "notewell · the notes nearest in meaning to a text or a file",
-            "runningsubtext": "Reading…",
-            "type": SCRIPT_ZSH,
-            "script": related_command(),
-            "scriptfile": "",
-            "scriptargtype": ARGV,
-            "escaping": 0,
-            "queuemode": QUEUE_TERMINATE_PREVIOUS,
-            # The selection arrives whole and runs at once; typed text waits for a pause
-            # (each run embeds the whole text).
-            "queuedelaymode": QUEUE_DELAY_AUTOMATIC,
-            "queuedelaycustom": 1,
-            "queuedelayimmediatelyinitially": True,
-            "alfredfiltersresults": False,
-            "alfredfiltersresultsmatchmode": 0,
-        },
-    })
+    # An empty selection gets an item saying so. The selection arrives whole and runs at
+    # once; typed text waits for a pause (each run embeds the whole text).
+    objects.append(_script_filter(
+        sf, "{var:related_keyword}", "Related notes",
+        "notewell · the notes nearest in meaning to a text or a file", "Reading…",
+        SCRIPT_ZSH, related_command(), QUEUE_DELAY_AUTOMATIC))
     objects.append({
         "uid": ua,
         "type": "alfred.workflow.trigger.universalaction",

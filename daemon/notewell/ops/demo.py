@@ -77,7 +77,8 @@ def run_demo(queries: list[str] | None = None) -> int:
         print(f"indexed {r.source}: {r.added} added, {r.updated} updated, {r.unchanged} "
               f"unchanged, {r.embedded} passages and titles embedded in "
               f"{time.monotonic() - start:.1f}s")
-    status = engine.status()
+    with engine.reading() as view:
+        status = view.status()
     engine.close()
     print(f"index: {status['notes']} notes, {status['chunks']} chunks, model {status['model']}")
 

@@ -212,7 +212,7 @@ class Background:
         # been still for a while, even when nobody is searching; a failed load is
         # retried once its backoff is over.
         try:
-            self.engine.ensure_copies()
+            self.engine.index.ensure_copies()
         except Exception:
             log.exception("checking the in-memory copies failed")
         if self._damage_seen.is_set() and self.recover_damage() and self.watcher is not None:

@@ -66,31 +66,6 @@ class Daemon:
         self._mcp_lock = threading.Lock()
         self.handlers.mcp_sessions = lambda: None if self._mcp is None else self._mcp.count()
 
-    # What callers read of the daemon: the engine and how its start went.
-
-    @property
-    def engine(self) -> Engine | None:
-        return self.background.engine
-
-    @property
-    def state(self) -> str:
-        return self.background.state
-
-    @property
-    def problem(self) -> str | None:
-        return self.background.problem
-
-    @property
-    def last_reports(self) -> list[dict]:
-        return self.background.last_reports
-
-    def handle(self, req: object) -> dict:
-        """Answer one request on the caller's thread, as a connection would be answered."""
-        return self.handlers.handle(req)
-
-    def lag(self) -> dict | None:
-        return self.background.lag()
-
     def mcp_host(self):
         """The MCP session host (``agents.session.Sessions``), loaded on first use."""
         with self._mcp_lock:

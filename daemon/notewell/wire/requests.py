@@ -1,10 +1,10 @@
 """What each read op takes: its arguments' types, defaults and limits, and the one check.
 
-The daemon's handlers (``serve.handlers``), the CLI when no daemon runs (``cli.reads``),
-the engine's note pages and the MCP tools (``agents.tools``, whose input schemas are
-generated here) all take their arguments from ``OPS`` and check them with ``check``, so
-the same bad argument gets the same error, with the same limit, on every path; each
-read op is answered by one function of ``api.OPS_TABLE``. The sync ops' few arguments
+The daemon's handlers (``serve.handlers``), the CLI when no daemon runs (``cli.reads``)
+and the MCP tools (``agents.tools``, whose input schemas are generated here) all take
+their arguments from ``OPS`` and check them with ``check``, so the same bad argument gets
+the same error, with the same limit, on every path; each read op is answered by one
+function of ``api.OPS_TABLE``. The sync ops' few arguments
 (``SYNC_OPS``) are checked the same way.
 
 ``check`` validates against a JSON Schema generated from ``OPS`` with ``jsonschema`` and
