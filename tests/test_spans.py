@@ -296,10 +296,10 @@ def test_the_writer_skips_answers_a_newer_one_replaced(home, monkeypatch):
     busy, release = threading.Event(), threading.Event()
     real_write = quicklook.write
 
-    def slow_write(job):
+    def slow_write(job, before_page=None):
         busy.set()
         release.wait(10)
-        return real_write(job)
+        return real_write(job, before_page)
 
     monkeypatch.setattr(quicklook, "write", slow_write)
     w = quicklook.Writer()
@@ -329,3 +329,27 @@ def test_the_writer_keeps_the_folder_bounded_listing_it_only_to_prune(home, monk
         assert len(os.listdir(paths.preview_dir())) <= quicklook.MAX_PREVIEWS
     assert len(os.listdir(paths.preview_dir())) >= quicklook.MAX_PREVIEWS - 50
     assert len(listed) < answers // 2  # once at the start, then once a pruning
+
+
+def test_pages_wait_while_the_daemon_answers_a_read(home, monkeypatch):
+    from notewell.launcher import quicklook
+
+    w = quicklook.Writer()
+    seen, answering = [], [False]
+    real_write = quicklook.write
+
+    def watched(job, before_page=None):
+        def check() -> None:
+            before_page()
+            seen.append(answering[0])  # whether a read was being answered
+        return real_write(job, check)
+
+    monkeypatch.setattr(quicklook, "write", watched)
+    job = w.job([alfred_hit(passage="answered first")])
+    with w.answering():
+        answering[0] = True
+        w.submit(job)
+        assert not os.path.exists(job.paths[0])
+        answering[0] = False
+    w.flush()
+    assert seen == [False] and os.path.exists(job.paths[0])

@@ -7,8 +7,10 @@ hit on the next keystroke names the same file, and two answers at once never wri
 each other's pages. An answer only names its pages (``Job``: a hash per hit, no I/O);
 ``Writer``, the folder's one writer, a thread of its own, writes those not there yet
 after the answer is rendered, so a keystroke never waits on the disk (writing twenty
-files took 0.6 ms, and spikes of 5-9 ms, on this machine's ext4). Typing faster than the
-pages are written skips the answers a newer one replaced: Alfred shows only the newest.
+files took 0.6 ms, and spikes of 5-9 ms, on this machine's ext4). The writer waits while the daemon
+answers a read (``answering``), so its disk time never lands on an answer or the next
+keystroke; typing faster than that skips the answers a newer one replaced (Alfred shows
+only the newest).
 The number of pages stays bounded: past ``MAX_PREVIEWS`` the oldest go (a page shown
 again is touched); the writer counts what it adds, so the folder is listed only then.
 """
@@ -22,6 +24,7 @@ import logging
 import os
 import queue
 import threading
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 from notewell.wire import paths
@@ -102,6 +105,25 @@ class Writer:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._pages: int | None = None  # in the folder; the writer thread's, listed once
+        self._answering = 0  # reads being answered (``answering``'s to count)
+        self._quiet = threading.Condition()
+
+    @contextlib.contextmanager
+    def answering(self) -> Iterator[None]:
+        """Around each read the daemon answers: no page is written meanwhile."""
+        with self._quiet:
+            self._answering += 1
+        try:
+            yield
+        finally:
+            with self._quiet:
+                self._answering -= 1
+                if not self._answering:
+                    self._quiet.notify_all()
+
+    def _wait_quiet(self) -> None:
+        with self._quiet:
+            self._quiet.wait_for(lambda: not self._answering)
 
     def job(self, hits: list[Hit], folder: str | None = None) -> Job:
         """A job naming ``hits``' pages (none while the folder is unusable)."""
@@ -124,6 +146,7 @@ class Writer:
     def _run(self) -> None:
         while True:
             job = self._jobs.get()
+            self._wait_quiet()
             while not self._jobs.empty():  # replaced in Alfred by a newer answer
                 self._jobs.task_done()
                 job = self._jobs.get()
@@ -139,7 +162,7 @@ class Writer:
     def _write(self, job: Job) -> None:
         if self._pages is None:
             self._pages = len(_listed(job.folder))
-        self._pages += write(job)
+        self._pages += write(job, before_page=self._wait_quiet)
         if self._pages > MAX_PREVIEWS:
             self._pages = prune(job.folder, keep=_PRUNED_TO)
 
@@ -154,9 +177,9 @@ def ready(folder: str) -> bool:
         return False
 
 
-def write(job: Job) -> int:
+def write(job: Job, before_page: Callable[[], None] | None = None) -> int:
     """Write the job's pages not there yet (in a folder ``ready`` made), touch the others;
-    the number written."""
+    the number written. ``before_page``: called before each page is written."""
     wrote = 0
     for page, path in zip(job.pages, job.paths):
         if path is None:
@@ -165,6 +188,8 @@ def write(job: Job) -> int:
             if os.path.exists(path):
                 os.utime(path)  # shown again: the newest to keep
                 continue
+            if before_page is not None:
+                before_page()
             paths.write_atomic(path, render(page).encode("utf-8", "replace"),
                                folder_made=True)
             wrote += 1

@@ -117,7 +117,9 @@ class Handlers:
         if isinstance(req, dict) and req.get("op") in INLINE_OPS:
             return self.handle(req, send)
         try:
-            return self._pool.submit(self.handle, req, send).result()
+            # Quick Look's pages wait while a read is answered: their writes would slow it.
+            with quicklook.writer().answering():
+                return self._pool.submit(self.handle, req, send).result()
         except (RuntimeError, CancelledError):  # the pool is shut down: we are stopping
             return None
 
