@@ -194,12 +194,15 @@ class WatchedClock(FakeClock):
             assert self._read.wait_for(lambda: self._reads >= n, timeout=30), self._reads
 
 
+def _with_its_op(req, send) -> dict:
+    return {"ok": True, "result": {"op": req["op"]}}
+
+
 @contextlib.contextmanager
-def clocked_server(clock: FakeClock) -> Iterator[None]:
+def clocked_server(clock: FakeClock, answer=_with_its_op) -> Iterator[None]:
     """The daemon's socket server on ``clock``, answering every request with its op."""
     stop = threading.Event()
-    server = transport.Server(lambda req, send: {"ok": True, "result": {"op": req["op"]}},
-                              stop, clock=clock)
+    server = transport.Server(answer, stop, clock=clock)
     server.open()
     serving = threading.Thread(target=server.serve_forever)
     serving.start()
@@ -258,6 +261,22 @@ def test_searches_beside_a_trickling_client_stay_fast(served):
           f"ms; the slow client was cut off after {outcome['after']:.1f} s")
     assert max(latencies) < 0.5, max(latencies)
     assert outcome["after"] < transport.FRAME_TIMEOUT + 2
+
+
+def test_an_answer_that_sent_its_reply_itself_keeps_the_connection(home):
+    """``Handlers.answer`` sends a read's reply itself (the preview writer waits on the
+    sending too) and says so with ``REPLIED``: nothing more is sent, the next request
+    on the connection is read."""
+    def replied(req, send):
+        send(_with_its_op(req, send))
+        return transport.REPLIED
+
+    with clocked_server(WatchedClock(), replied):
+        s = connect(timeout=10)
+        for op in ("ping", "status", "ping"):
+            s.sendall(protocol.frame(protocol.packb(protocol.request(op))))
+            assert read_reply(s) == {"ok": True, "result": {"op": op}}
+        s.close()
 
 
 def test_an_idle_connection_is_closed_on_the_clock(home):
@@ -456,3 +475,17 @@ def test_a_bad_vault_through_the_daemon_and_client(home, tmp_path):
         out = json.loads(run_client(home, "ordinary", "topic3").stdout)
         assert out["items"][0]["title"] == "Good 3"
         assert ask("status")["result"]["notes"] >= 6
+
+
+@pytest.mark.parametrize("op", [{"a": 1}, ["ping"], None, 7])
+def test_an_op_that_is_no_string_gets_an_error_reply(op):
+    from notewell.config import Config
+    from notewell.serve.handlers import Handlers
+
+    handlers = Handlers(Config(), None, request_stop=lambda: None)  # type: ignore[arg-type]
+    sent: list[dict] = []
+    try:
+        assert handlers.answer({"op": op}, sent.append) is transport.REPLIED
+    finally:
+        handlers.shutdown()
+    assert [r["error"]["code"] for r in sent] == ["bad_request"]

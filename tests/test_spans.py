@@ -204,21 +204,29 @@ def test_preview_marks_the_words_and_escapes_the_note(home, tmp_path):
     assert len(os.listdir(paths.preview_dir())) == 1
 
 
-def test_previews_stay_bounded_oldest_first(home):
+def test_previews_stay_bounded_least_recently_shown_first(home, monkeypatch):
     from notewell.launcher import quicklook
     from notewell.wire import paths
 
-    first = quicklook.write_previews([alfred_hit(passage="zero")])[0]
-    os.utime(first, (1, 1))  # the oldest
-    hits = [alfred_hit(passage=f"passage {i}", spans=[]) for i in range(5)]
-    for h in hits:
-        quicklook.write_previews([h])
-    quicklook.prune(paths.preview_dir(), keep=3)
+    monkeypatch.setattr(quicklook, "MAX_PREVIEWS", 5)
+    monkeypatch.setattr(quicklook, "_PRUNED_TO", 3)
+    old = quicklook.write_previews([alfred_hit(passage="zero")])[0]
+    os.utime(old, (1, 1))  # written long ago, by another process
+    w = quicklook.Writer()
+    kept = w.job([alfred_hit(passage="kept")])
+    w.write(kept)
+    for i in range(3):
+        w.write(w.job([alfred_hit(passage=f"passage {i}", spans=[])]))
+    os.utime(kept.paths[0], (2, 2))  # its file's age is not what counts
+    assert w.write(kept) == 0  # shown again: nothing written, the most recent now
+    assert len(os.listdir(paths.preview_dir())) == 5
+    w.write(w.job([alfred_hit(passage="one more")]))  # six: down to three
     left = os.listdir(paths.preview_dir())
-    assert len(left) == 3 and os.path.basename(first) not in left
-    many = [alfred_hit(passage=f"more {i}", spans=[]) for i in range(quicklook.MAX_PREVIEWS)]
-    quicklook.write_previews(many)
-    assert len(os.listdir(paths.preview_dir())) == quicklook.MAX_PREVIEWS
+    assert len(left) == 3 and os.path.basename(old) not in left
+    assert os.path.basename(kept.paths[0]) in left
+    # A page another process removed is written again.
+    os.remove(kept.paths[0])
+    assert w.write(kept) == 1 and os.path.exists(kept.paths[0])
 
 
 def test_a_preview_that_cannot_be_written_leaves_quick_look_on_the_file(home):
@@ -294,15 +302,15 @@ def test_the_writer_skips_answers_a_newer_one_replaced(home, monkeypatch):
     from notewell.launcher import quicklook
 
     busy, release = threading.Event(), threading.Event()
-    real_write = quicklook.write
+    w = quicklook.Writer()
+    real_write = w.write
 
     def slow_write(job, before_page=None):
         busy.set()
         release.wait(10)
         return real_write(job, before_page)
 
-    monkeypatch.setattr(quicklook, "write", slow_write)
-    w = quicklook.Writer()
+    monkeypatch.setattr(w, "write", slow_write)
     first, replaced, newest = (w.job([alfred_hit(passage=f"typed {i}")]) for i in range(3))
     w.submit(first)
     assert busy.wait(10)  # the writer is on the first answer
@@ -314,7 +322,7 @@ def test_the_writer_skips_answers_a_newer_one_replaced(home, monkeypatch):
     assert not os.path.exists(replaced.paths[0])
 
 
-def test_the_writer_keeps_the_folder_bounded_listing_it_only_to_prune(home, monkeypatch):
+def test_the_writer_keeps_the_folder_bounded_listing_it_once(home, monkeypatch):
     from notewell.launcher import quicklook
     from notewell.wire import paths
 
@@ -322,13 +330,12 @@ def test_the_writer_keeps_the_folder_bounded_listing_it_only_to_prune(home, monk
     real_listed = quicklook._listed
     monkeypatch.setattr(quicklook, "_listed", lambda f: listed.append(f) or real_listed(f))
     w = quicklook.Writer()
-    answers = 15
-    for a in range(answers):  # twenty new pages an answer, 300 in all
+    for a in range(15):  # twenty new pages an answer, 300 in all
         w.submit(w.job([alfred_hit(passage=f"answer {a} hit {i}") for i in range(20)]))
         w.flush()
         assert len(os.listdir(paths.preview_dir())) <= quicklook.MAX_PREVIEWS
     assert len(os.listdir(paths.preview_dir())) >= quicklook.MAX_PREVIEWS - 50
-    assert len(listed) < answers // 2  # once at the start, then once a pruning
+    assert len(listed) == 1  # at its first job; it keeps count itself since
 
 
 def test_pages_wait_while_the_daemon_answers_a_read(home, monkeypatch):
@@ -336,7 +343,7 @@ def test_pages_wait_while_the_daemon_answers_a_read(home, monkeypatch):
 
     w = quicklook.Writer()
     seen, answering = [], [False]
-    real_write = quicklook.write
+    real_write = w.write
 
     def watched(job, before_page=None):
         def check() -> None:
@@ -344,7 +351,7 @@ def test_pages_wait_while_the_daemon_answers_a_read(home, monkeypatch):
             seen.append(answering[0])  # whether a read was being answered
         return real_write(job, check)
 
-    monkeypatch.setattr(quicklook, "write", watched)
+    monkeypatch.setattr(w, "write", watched)
     job = w.job([alfred_hit(passage="answered first")])
     with w.answering():
         answering[0] = True
@@ -353,3 +360,45 @@ def test_pages_wait_while_the_daemon_answers_a_read(home, monkeypatch):
         answering[0] = False
     w.flush()
     assert seen == [False] and os.path.exists(job.paths[0])
+
+
+def test_a_searchs_pages_are_written_only_once_its_reply_is_sent(tmp_path, home, notes_dir):
+    from helpers import stepped_background
+    from notewell.launcher import quicklook
+    from notewell.serve.handlers import Handlers
+    from notewell.serve.transport import REPLIED
+    from notewell.wire import protocol
+    from reliability_helpers import FakeClock
+
+    sent = []
+
+    def send(reply: dict) -> None:  # the connection's: the reply leaves now
+        items = json.loads(reply["result"]["alfred"])["items"]
+        pages = [i["quicklookurl"] for i in items if "quicklookurl" in i]
+        sent.append([(p, os.path.exists(p)) for p in pages])
+
+    with stepped_background(tmp_path, notes_dir, FakeClock()) as bg:
+        handlers = Handlers(bg.engine.config, bg, request_stop=lambda: None)
+        req = protocol.request("search", query="vacuum analyze", format="alfred")
+        assert handlers.answer(req, send) is REPLIED
+        quicklook.writer().flush()
+        handlers.shutdown()
+    (pages,) = sent
+    assert pages and not any(there for _, there in pages)
+    assert all(os.path.exists(p) for p, _ in pages)
+
+
+def test_a_page_cut_short_by_a_failed_write_is_not_left(home, monkeypatch):
+    from notewell.launcher import quicklook
+
+    w = quicklook.Writer()
+    job = w.job([alfred_hit(passage="disk full")])
+    quicklook.ready(job.folder)
+
+    def full(fd, data):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(quicklook.os, "write", full)
+    assert w.write(job) == 0 and not os.path.exists(job.paths[0])
+    monkeypatch.undo()
+    assert w.write(job) == 1 and os.path.exists(job.paths[0])

@@ -230,6 +230,10 @@ class SqlReads:
         (what ``search.spans`` marks)."""
         return self._tokens().located(text)
 
+    def word_terms(self, word: str) -> tuple[tuple[int, int, str], ...]:
+        """``located_terms`` of one word (kept by this thread's tokenizer)."""
+        return self._tokens().word_terms(word)
+
     def scoring_copy(self, terms: Sequence[Term], weights: Sequence[float]
                      ) -> KeywordIndex | None:
         """The keyword copy, when it scores ``terms`` as FTS5 would: built with these

@@ -132,11 +132,16 @@ def read_vocabulary(conn: apsw.Connection, stamp: object = None) -> Vocabulary:
     return Vocabulary.from_pairs(rows, chunks, stamp)
 
 
+_WORDS_KEPT = 20_000  # ``Tokens.word_terms``: a few MB at most
+
+
 class Tokens:
     """FTS5's tokenizer on one connection: query words and passages become index terms."""
 
     def __init__(self, conn: apsw.Connection) -> None:
         self._tokenize = conn.fts5_tokenizer(*TOKENIZER)
+        # ``word_terms``'s answers: this object's own, as it is its one thread's.
+        self._words: dict[str, tuple[tuple[int, int, str], ...]] = {}
 
     def terms(self, text: str, query: bool = False) -> list[str]:
         """``text``'s terms; a query's CJK runs are cut into pairs first (``cjk``), as a
@@ -153,6 +158,16 @@ class Tokens:
         ``text`` (no CJK pairs: a run of those characters is one term here)."""
         return self._tokenize(text.encode("utf-8", "replace"), apsw.FTS5_TOKENIZE_DOCUMENT,
                               None, include_offsets=True, include_colocated=False)
+
+    def word_terms(self, word: str) -> tuple[tuple[int, int, str], ...]:
+        """``located`` for one word, kept: the launcher's list marks the same few words
+        keystroke after keystroke."""
+        found = self._words.get(word)
+        if found is None:
+            if len(self._words) >= _WORDS_KEPT:
+                self._words.clear()
+            found = self._words[word] = tuple(self.located(word))
+        return found
 
     def prefix(self, fragment: str) -> list[str]:
         """A word being typed, as FTS5 reads it for a prefix query (its last term is the

@@ -39,13 +39,14 @@ HEADING_CHARS = 300
 def bounded(hit: Hit) -> Hit:
     """``hit`` with each field within the item's bounds, whatever the index holds (the
     hit itself when it is: a copy costs more than the rest of its item)."""
-    fields = {"title": cut(hit.title, MAX_TITLE_CHARS),
-              "snippet": cut(hit.snippet, SNIPPET_CHARS),
-              "heading_path": cut(hit.heading_path, HEADING_CHARS),
-              "passage": cut(hit.passage, MAX_PASSAGE_CHARS)}
-    if all(getattr(hit, name) is value for name, value in fields.items()):
+    if (len(hit.title) <= MAX_TITLE_CHARS and len(hit.snippet) <= SNIPPET_CHARS
+            and len(hit.heading_path) <= HEADING_CHARS
+            and len(hit.passage) <= MAX_PASSAGE_CHARS):
         return hit
-    return dataclasses.replace(hit, **fields)
+    return dataclasses.replace(
+        hit, title=cut(hit.title, MAX_TITLE_CHARS), snippet=cut(hit.snippet, SNIPPET_CHARS),
+        heading_path=cut(hit.heading_path, HEADING_CHARS),
+        passage=cut(hit.passage, MAX_PASSAGE_CHARS))
 
 
 # Alfred shows a subtitle's first 70-90 characters: one cut at the first matched word

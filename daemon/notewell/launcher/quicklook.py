@@ -7,12 +7,14 @@ hit on the next keystroke names the same file, and two answers at once never wri
 each other's pages. An answer only names its pages (``Job``: a hash per hit, no I/O);
 ``Writer``, the folder's one writer, a thread of its own, writes those not there yet
 after the answer is rendered, so a keystroke never waits on the disk (writing twenty
-files took 0.6 ms, and spikes of 5-9 ms, on this machine's ext4). The writer waits while the daemon
-answers a read (``answering``), so its disk time never lands on an answer or the next
-keystroke; typing faster than that skips the answers a newer one replaced (Alfred shows
-only the newest).
-The number of pages stays bounded: past ``MAX_PREVIEWS`` the oldest go (a page shown
-again is touched); the writer counts what it adds, so the folder is listed only then.
+files took 0.6 ms, and spikes of 5-9 ms, on this machine's ext4). It waits while the
+daemon answers a read and sends the reply (``answering``), so its disk time and its hold
+on the interpreter never land on an answer; typing faster than that skips the answers a
+newer one replaced (Alfred shows only the newest).
+
+The number of pages stays bounded: past ``MAX_PREVIEWS`` the least recently shown go. The
+writer keeps which those are (the folder is listed once, at its first job), so a page
+shown again costs a stat, not a write.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import logging
 import os
 import queue
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -45,14 +48,19 @@ class Page(NamedTuple):
     """What one preview shows: a copy, so the writer shares nothing with the answer."""
 
     title: str
-    where: str
+    source: str
+    heading: str
     passage: str
     spans: tuple[tuple[int, int], ...]
 
+    @property
+    def where(self) -> str:
+        return " · ".join(p for p in (self.source, self.heading) if p)
+
 
 def page_of(hit: Hit) -> Page:
-    return Page(hit.title, " · ".join(p for p in (hit.source, hit.heading_path) if p),
-                hit.passage, tuple((int(s), int(e)) for s, e in hit.spans))
+    # Spans are (start, end) tuples of ints already (``search.spans``).
+    return Page(hit.title, hit.source, hit.heading_path, hit.passage, tuple(hit.spans))
 
 
 def render(page: Page) -> str:
@@ -81,17 +89,16 @@ class Job:
                  usable: bool = True) -> None:
         self.folder = folder or paths.preview_dir()
         self.pages = [page_of(h) for h in hits]
+        prefix = self.folder + os.sep
         self.paths: list[str | None] = (
-            [os.path.join(self.folder, _name(p)) for p in self.pages] if usable
-            else [None] * len(hits))
+            [prefix + _name(p) for p in self.pages] if usable else [None] * len(hits))
 
 
 def _name(page: Page) -> str:
-    h = hashlib.blake2b(digest_size=16)
-    for part in (page.title, page.where, page.passage):
-        h.update(part.encode("utf-8", "surrogatepass") + b"\x00")
-    h.update(repr(page.spans).encode())
-    return h.hexdigest() + ".html"
+    # One string hashed: the names are made for twenty hits on every keystroke.
+    text = "\x00".join((page.title, page.source, page.heading, page.passage, repr(page.spans)))
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"),
+                           digest_size=16).hexdigest() + ".html"
 
 
 class Writer:
@@ -104,13 +111,17 @@ class Writer:
         self._jobs: queue.Queue[Job] = queue.Queue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._pages: int | None = None  # in the folder; the writer thread's, listed once
+        # The pages in the folder, the least recently shown first: the writing thread's,
+        # listed from the folder once (oldest first) and kept since, so a page shown again
+        # costs a stat, not a write.
+        self._shown: OrderedDict[str, None] | None = None
         self._answering = 0  # reads being answered (``answering``'s to count)
         self._quiet = threading.Condition()
 
     @contextlib.contextmanager
     def answering(self) -> Iterator[None]:
-        """Around each read the daemon answers: no page is written meanwhile."""
+        """Around each read the daemon answers, its reply sent: no page is written
+        meanwhile."""
         with self._quiet:
             self._answering += 1
         try:
@@ -153,18 +164,62 @@ class Writer:
             try:
                 self.usable = ready(job.folder)
                 if self.usable:
-                    self._write(job)
+                    self.write(job, before_page=self._wait_quiet)
             except Exception:  # a cache: a page not written is shown as the file instead
                 log.exception("Quick Look previews not written")
             finally:
                 self._jobs.task_done()
 
-    def _write(self, job: Job) -> None:
-        if self._pages is None:
-            self._pages = len(_listed(job.folder))
-        self._pages += write(job, before_page=self._wait_quiet)
-        if self._pages > MAX_PREVIEWS:
-            self._pages = prune(job.folder, keep=_PRUNED_TO)
+    def write(self, job: Job, before_page: Callable[[], None] | None = None) -> int:
+        """Write the job's pages not there yet (in a folder ``ready`` made); past
+        ``MAX_PREVIEWS`` the least recently shown go, down to ``_PRUNED_TO``. The number
+        written. ``before_page``: called before each page is written."""
+        shown = self._shown
+        if shown is None:
+            shown = self._shown = OrderedDict.fromkeys(_listed(job.folder))
+        wrote = 0
+        for page, path in zip(job.pages, job.paths):
+            if path is None:
+                continue
+            if path in shown and os.path.exists(path):  # another process may prune
+                shown.move_to_end(path)
+                continue
+            if before_page is not None:
+                before_page()
+            try:
+                _write_page(path, render(page).encode("utf-8", "replace"))
+            except OSError as e:
+                log.warning("Quick Look preview %s not written: %s", path, e)
+                continue
+            shown[path] = None
+            shown.move_to_end(path)
+            wrote += 1
+        if len(shown) > MAX_PREVIEWS:
+            while len(shown) > _PRUNED_TO:
+                with contextlib.suppress(OSError):
+                    os.remove(shown.popitem(last=False)[0])
+        return wrote
+
+
+def _write_page(path: str, data: bytes) -> None:
+    """A new page, under its own name: no temporary file and rename (half the kernel time
+    of a page; six pages a keystroke). A name says what the page shows, so one there
+    already is the same page (another process wrote it); one cut short by a failed write
+    is removed."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.remove(path)
+        raise
+    os.close(fd)
 
 
 def ready(folder: str) -> bool:
@@ -177,44 +232,14 @@ def ready(folder: str) -> bool:
         return False
 
 
-def write(job: Job, before_page: Callable[[], None] | None = None) -> int:
-    """Write the job's pages not there yet (in a folder ``ready`` made), touch the others;
-    the number written. ``before_page``: called before each page is written."""
-    wrote = 0
-    for page, path in zip(job.pages, job.paths):
-        if path is None:
-            continue
-        try:
-            if os.path.exists(path):
-                os.utime(path)  # shown again: the newest to keep
-                continue
-            if before_page is not None:
-                before_page()
-            paths.write_atomic(path, render(page).encode("utf-8", "replace"),
-                               folder_made=True)
-            wrote += 1
-        except OSError as e:
-            log.warning("Quick Look preview %s not written: %s", path, e)
-    return wrote
-
-
-def _listed(folder: str) -> list[tuple[int, str]]:
-    """(modified, path) of the previews in ``folder``."""
+def _listed(folder: str) -> list[str]:
+    """The previews in ``folder``, the oldest first."""
     try:
-        return [(e.stat().st_mtime_ns, e.path) for e in os.scandir(folder)
-                if e.name.endswith(".html") and e.is_file(follow_symlinks=False)]
+        found = [(e.stat().st_mtime_ns, e.path) for e in os.scandir(folder)
+                 if e.name.endswith(".html") and e.is_file(follow_symlinks=False)]
     except OSError:
         return []
-
-
-def prune(folder: str, keep: int = MAX_PREVIEWS) -> int:
-    """Remove the oldest previews beyond ``keep``; how many are left."""
-    found = _listed(folder)
-    gone = sorted(found)[: max(0, len(found) - keep)]
-    for _, path in gone:
-        with contextlib.suppress(OSError):
-            os.remove(path)
-    return len(found) - len(gone)
+    return [path for _, path in sorted(found)]
 
 
 _WRITER = Writer()
@@ -231,6 +256,5 @@ def write_previews(hits: list[Hit], folder: str | None = None) -> list[str | Non
     job = Job(hits, folder)
     if not job.pages or not ready(job.folder):
         return [None] * len(hits)
-    if write(job):
-        prune(job.folder)
+    Writer().write(job)
     return job.paths

@@ -12,14 +12,16 @@ its first; no model call (embedding each hit's sentences would cost a batch of m
 calls per keystroke).
 
 Cost: an ASCII passage tokenizes only its words that start like a query term (found with
-``str.find``; a stem keeps its word's first letters but the last), others whole, kept by
-text for typing's next keystrokes; a snippet's spans are the passage's marked words
-found again in it (``bench/spans.py``).
+``str.find``; a stem keeps its word's first letters but the last), each word once per
+thread (``Reads.word_terms``), others whole, kept by text; a snippet's spans are the
+passage's marked words found again in it. Typing shows the same hits keystroke after
+keystroke, so those finds and the nearest sentences are kept by text and words
+(bench/README.md, "The keystroke's new costs").
 
 Owns ``SpanFinder``, ``marked`` (a hit's spans) and ``more_passages`` (a note's next best
 passages, for JSON clients). May import ``notes``, ``index.cjk``, ``search.terms``,
 ``search.presentation`` and the read interface (``index.reads.Reads``); no SQL: a passage's
-terms come from its tokenizer (``Reads.located_terms``).
+terms come from its tokenizer (``Reads.located_terms``, ``Reads.word_terms``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from notewell.search.terms import QueryTerm
 
 Span = tuple[int, int]
 Located = Callable[[str], list[tuple[int, int, str]]]  # (byte start, byte end, term)
+WordTerms = Callable[[str], tuple[tuple[int, int, str], ...]]  # one word's, kept
 
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 _WORD_AT = re.compile(r"[a-z0-9_]+")
@@ -131,19 +134,18 @@ class SpanFinder:
         self.starts = tuple(self.prefixes)
         self.words = words
         # Word beginnings for ``nearest_sentence``: "organise" and "organization" share one.
-        roots = sorted({w[:_ROOT] for w in words if len(w) >= 3 and not has_cjk(w)})
-        self.roots = (re.compile(r"\b(?:" + "|".join(map(re.escape, roots)) + ")",
-                                 re.IGNORECASE) if roots else None)
+        self.roots = tuple(sorted({w[:_ROOT] for w in words if len(w) >= 3
+                                   and not has_cjk(w)}))
 
-    def keyword_spans(self, text: str, located: Located) -> list[Span]:
+    def keyword_spans(self, text: str, reads: Reads) -> list[Span]:
         """Where the query's words stand in ``text``, merged, in order."""
         if not text or not (self.exact or self.prefixes or self.cjk):
             return []
         spans: list[Span] = []
         if (self.exact or self.prefixes) and text.isascii():
-            spans = self._ascii_spans(text, located)
+            spans = self._ascii_spans(text, reads.word_terms)
         elif self.exact or self.prefixes:
-            terms = _terms_at(text, located)
+            terms = _terms_at(text, reads.located_terms)
             for term in self.exact:
                 spans.extend(terms.at.get(term, ()))
             for prefix in self.prefixes:
@@ -158,38 +160,23 @@ class SpanFinder:
                 at = text.find(pair, at + 1)
         return merged(spans)
 
-    def _ascii_spans(self, text: str, located: Located) -> list[Span]:
-        """The terms' spans in an ASCII ``text``: its candidate words (``candidates``)
-        tokenized in one call, those that are a term (or start with a prefix) kept."""
-        low = text.lower()
-        found = []
-        for needle in self.needles:  # str.find: no regex step at every character
-            at = low.find(needle)
-            while at >= 0:
-                # A term starts after a character that is no letter or digit.
-                if at == 0 or not low[at - 1].isalnum():
-                    found.append((at, _WORD_AT.match(low, at).group()))
-                at = low.find(needle, at + 1)
-        if not found:
-            return []
-        found.sort()
-        joined, starts, at = [], [], 0
-        for _, word in found:
-            starts.append(at)
-            joined.append(word)
-            at += len(word) + 1
+    def _ascii_spans(self, text: str, word_terms: WordTerms) -> list[Span]:
+        """The terms' spans in an ASCII ``text``: only its words that start like a term
+        (``needles``, ``_starting``) are tokenized, each word once (``Reads.word_terms``
+        keeps them), and those that are a term (or start with a prefix) kept."""
+        exact, starts = self.exact, self.starts
         spans = []
-        for start, end, term in located(" ".join(joined)):
-            if term in self.exact or (self.starts and term.startswith(self.starts)):
-                i = bisect.bisect_right(starts, start) - 1
-                shift = found[i][0] - starts[i]
-                spans.append((start + shift, end + shift))
+        for needle in self.needles:
+            for at, word in _starting(text, needle):
+                for start, end, term in word_terms(word):
+                    if term in exact or (starts and term.startswith(starts)):
+                        spans.append((at + start, at + end))
         return spans
 
-    def spans(self, text: str, located: Located) -> list[Span]:
+    def spans(self, text: str, reads: Reads) -> list[Span]:
         """``keyword_spans``, or for a passage holding none of the words, the span of its
         sentence nearest the query (``nearest_sentence``)."""
-        found = self.keyword_spans(text, located)
+        found = self.keyword_spans(text, reads)
         if found or not text.strip() or not self.words:
             return found  # no words (recent notes, similar ones): nothing to mark
         return [self.nearest_sentence(text)]
@@ -200,17 +187,44 @@ class SpanFinder:
         cheap stand-in for the sentence nearest in meaning: a hit found by meaning alone
         holds none of the query's terms, and embedding its sentences would cost model
         calls on every keystroke."""
-        found = sentences(text) or ((0, len(text)),)
-        if self.roots is None or len(found) == 1 or self.roots.search(text) is None:
-            return found[0]
-        starts = [s for s, _ in found]
-        shared: list[set[str]] = [set() for _ in found]
-        for m in self.roots.finditer(text):
-            i = bisect.bisect_right(starts, m.start()) - 1
-            if i >= 0 and m.start() < found[i][1]:
-                shared[i].add(m.group(0).lower())
-        best = max(range(len(found)), key=lambda i: (len(shared[i]), -i))
-        return found[best]
+        return _nearest_sentence(text, self.roots)
+
+
+# Typing shows the same snippets, and its words keep their beginnings, keystroke after
+# keystroke: kept by text and needle.
+@functools.lru_cache(maxsize=4096)
+def _starting(text: str, needle: str) -> tuple[tuple[int, str], ...]:
+    """(where, the word) of each word of ASCII ``text`` that starts with ``needle``,
+    lower-cased (str.find: no regex step at every character)."""
+    low = text.lower()
+    found = []
+    at = low.find(needle)
+    while at >= 0:
+        # A term starts after a character that is no letter or digit.
+        if at == 0 or not low[at - 1].isalnum():
+            found.append((at, _WORD_AT.match(low, at).group()))
+        at = low.find(needle, at + 1)
+    return tuple(found)
+
+
+# Typing shows the same passages, and its words keep their beginnings, keystroke after
+# keystroke: kept by text and beginnings.
+@functools.lru_cache(maxsize=1024)
+def _nearest_sentence(text: str, roots: tuple[str, ...]) -> Span:
+    found = sentences(text) or ((0, len(text)),)
+    if not roots or len(found) == 1:
+        return found[0]
+    pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, roots)) + ")", re.IGNORECASE)
+    if pattern.search(text) is None:
+        return found[0]
+    starts = [s for s, _ in found]
+    shared: list[set[str]] = [set() for _ in found]
+    for m in pattern.finditer(text):
+        i = bisect.bisect_right(starts, m.start()) - 1
+        if i >= 0 and m.start() < found[i][1]:
+            shared[i].add(m.group(0).lower())
+    best = max(range(len(found)), key=lambda i: (len(shared[i]), -i))
+    return found[best]
 
 
 def nearest_sentence(text: str, words: tuple[str, ...]) -> Span:
@@ -237,19 +251,22 @@ def marked(hit: Hit, finder: SpanFinder, reads: Reads, whole: bool = True) -> Hi
     marks the same words as written, found by ``str.find`` (a form of a word that only
     the passage holds goes unmarked there)."""
     if not whole:
-        hit.snippet_spans = finder.keyword_spans(hit.snippet, reads.located_terms)
-        words = same_words(hit.passage, {hit.snippet[s:e] for s, e in hit.snippet_spans})
-        hit.spans = words if words or not finder.words or not hit.passage.strip() else [
-            finder.nearest_sentence(hit.passage)]
-        return hit
-    words = finder.keyword_spans(hit.passage, reads.located_terms)
-    hit.snippet_spans = same_words(hit.snippet, {hit.passage[s:e] for s, e in words})
+        hit.snippet_spans = finder.keyword_spans(hit.snippet, reads)
+        words = list(same_words(hit.passage, frozenset(
+            hit.snippet[s:e] for s, e in hit.snippet_spans)))
+    else:
+        words = finder.keyword_spans(hit.passage, reads)
+        hit.snippet_spans = list(same_words(hit.snippet, frozenset(
+            hit.passage[s:e] for s, e in words)))
     hit.spans = words if words or not finder.words or not hit.passage.strip() else [
         finder.nearest_sentence(hit.passage)]
     return hit
 
 
-def same_words(text: str, surfaces: set[str]) -> list[Span]:
+# Kept by text and words: typing shows most of the same hits marking the same words
+# keystroke after keystroke.
+@functools.lru_cache(maxsize=1024)
+def same_words(text: str, surfaces: frozenset[str]) -> tuple[Span, ...]:
     """Where each of ``surfaces`` (words as written) stands in ``text`` as a whole word
     (a CJK pair anywhere)."""
     spans: list[Span] = []
@@ -262,7 +279,7 @@ def same_words(text: str, surfaces: set[str]) -> list[Span]:
                             and (end == len(text) or not text[end].isalnum())):
                 spans.append((at, end))
             at = text.find(word, at + 1)
-    return merged(spans)
+    return tuple(merged(spans))
 
 
 def more_passages(hits: list[Hit], shown: list[tuple[int, int]], scores: dict[int, float],
@@ -287,7 +304,7 @@ def more_passages(hits: list[Hit], shown: list[tuple[int, int]], scores: dict[in
         hit.passages = [hit.shown_passage()]
         # The words the shown passage marks, as written, are found again in the others
         # (``str.find``): no passage but the shown one is tokenized.
-        surfaces = {hit.passage[s:e] for s, e in hit.spans if e - s < 60}
+        surfaces = frozenset(hit.passage[s:e] for s, e in hit.spans if e - s < 60)
         for chunk_id in ranked.get(note, ()):
             p = rows.get(chunk_id)
             if len(hit.passages) >= most or p is None:
@@ -302,13 +319,13 @@ def more_passages(hits: list[Hit], shown: list[tuple[int, int]], scores: dict[in
     return hits
 
 
-def _spans_as(text: str, surfaces: set[str], finder: SpanFinder) -> list[Span]:
+def _spans_as(text: str, surfaces: frozenset[str], finder: SpanFinder) -> list[Span]:
     """The words ``surfaces`` in ``text``, else (a passage found by meaning) its sentence
     nearest the query."""
     if text.isascii():  # a word capitalised in one passage and not in another
-        found = same_words(text.lower(), {w.lower() for w in surfaces})
+        found = list(same_words(text.lower(), frozenset(w.lower() for w in surfaces)))
     else:
-        found = same_words(text, surfaces)
+        found = list(same_words(text, surfaces))
     if found or not text.strip() or not finder.words:
         return found
     return [finder.nearest_sentence(text)]

@@ -45,7 +45,7 @@ from notewell.index import failures
 from notewell.launcher import alfred, quicklook
 from notewell.serve.background import Background, SyncError
 from notewell.serve.response_cache import ResponseCache
-from notewell.serve.transport import error_reply
+from notewell.serve.transport import REPLIED, error_reply
 from notewell.wire import paths, protocol, requests
 
 log = logging.getLogger(__name__)
@@ -111,15 +111,24 @@ class Handlers:
             "mcp": self.op_mcp,
         }
 
-    def answer(self, req: object, send: Send | None = None) -> dict | None:
-        """The reply to one decoded request; None when the daemon is stopping. ``send``
-        sends a frame before the reply (progress, for ``STREAMING_OPS``)."""
-        if isinstance(req, dict) and req.get("op") in INLINE_OPS:
+    def answer(self, req: object, send: Send | None = None) -> dict | object | None:
+        """The reply to one decoded request; None when the daemon is stopping or the
+        client has gone. ``send`` sends a frame: progress before the reply (for
+        ``STREAMING_OPS``), and a read's reply itself (then ``REPLIED``)."""
+        op = req.get("op") if isinstance(req, dict) else None
+        if isinstance(op, str) and op in INLINE_OPS:  # an op of another type: handle says so
             return self.handle(req, send)
         try:
-            # Quick Look's pages wait while a read is answered: their writes would slow it.
+            # Quick Look's pages wait while a read is answered and its reply sent: their
+            # writes, and their hold on the interpreter, would slow both.
             with quicklook.writer().answering():
-                return self._pool.submit(self.handle, req, send).result()
+                reply = self._pool.submit(self.handle, req, send).result()
+                if reply is None or send is None:
+                    return reply
+                send(reply)
+                return REPLIED
+        except OSError:  # the client has gone before its reply
+            return None
         except (RuntimeError, CancelledError):  # the pool is shut down: we are stopping
             return None
 

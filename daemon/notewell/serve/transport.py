@@ -39,9 +39,12 @@ MAX_CONNECTIONS = 64
 IDLE_TIMEOUT = 10.0  # seconds a connection may sit between requests
 FRAME_TIMEOUT = 2.0  # seconds from a request's first byte to its last, however it trickles
 
-# A decoded request, and a function that sends a frame before the reply (progress) -> its
-# reply, or None to close the connection (the daemon is stopping).
-Answer = Callable[[object, Callable[[dict], None]], dict | None]
+# A decoded request, and a function that sends a frame (progress before the reply, or the
+# reply) -> its reply; ``REPLIED`` when it sent the reply itself (whoever waits on the
+# reply then waits on its sending too); or None to close the connection (the daemon is
+# stopping, the client has gone).
+REPLIED = object()
+Answer = Callable[[object, Callable[[dict], None]], dict | object | None]
 MCP_OP = "mcp"  # switches a connection to MCP (``agents.relay``, ``agents.session``)
 
 
@@ -178,6 +181,9 @@ class Server:
                 reply = bad if bad is not None else self.answer(req, partial(_progress, conn))
                 if reply is None:
                     return
+                if reply is REPLIED:
+                    continue
+                assert isinstance(reply, dict)
                 if (reply.get("ok") and isinstance(req, dict) and req.get("op") == MCP_OP
                         and self.mcp_host is not None):
                     self._switch_to_mcp(conn, reply)

@@ -296,16 +296,16 @@ def restart_marker() -> str:
     return _join(runtime_dir(), "restarting")
 
 
-def write_atomic(path: str, data: bytes, folder_made: bool = False) -> None:
-    """Write ``path`` (and its folder, unless ``folder_made``) so a reader sees the old
-    file or the new one whole. A folder made in the home is made 0700, as the home."""
+def write_atomic(path: str, data: bytes) -> None:
+    """Write ``path`` (and its folder) so a reader sees the old file or the new one
+    whole. A folder made in the home is made 0700, as the home."""
     import os
 
     folder = os.path.dirname(path)
     top = home()
-    if not folder_made and (folder == top or folder.startswith(top + "/")):
+    if folder == top or folder.startswith(top + "/"):
         ensure_private_dir(folder)
-    elif not folder_made:
+    else:
         os.makedirs(folder, exist_ok=True)
     # A temporary name of this writer's own: two processes writing the same file (a
     # daemon and a command building the model rewrite at once) never share one.
