@@ -24,7 +24,7 @@ def copy(engine, notes_dir):
         "Bread is daily; bread is life. #recipes\n")
     engine.sync()
     engine.index.warm_keywords(wait=True)
-    found = engine.index.keywords()
+    found = engine.index.copies.keywords()
     assert found is not None
     return found
 
@@ -76,7 +76,7 @@ def test_a_sync_brings_the_copy_along_and_it_still_scores_like_fts5(engine, copy
     (notes_dir / "extra.md").write_text("# Bread, once\n\nOnly one loaf of bread now.\n")
     (notes_dir / "travel" / "lisbon.md").unlink()
     engine.sync()
-    moved = engine.index.keywords()
+    moved = engine.index.copies.keywords()
     assert moved is not None and moved is not copy  # followed, not rebuilt
     assert moved.base_size == copy.base_size and moved.delta
     with engine.reading() as view:
@@ -116,7 +116,7 @@ def test_the_copy_knows_each_chunks_note_and_vector_as_sqlite_does(engine, copy,
     (notes_dir / "new.md").write_text("# Sourdough starter\n\nFeed the bread starter.\n")
     (notes_dir / "travel" / "lisbon.md").unlink()
     engine.sync()
-    moved = engine.index.keywords()
+    moved = engine.index.copies.keywords()
     assert moved is not None and moved is not copy and moved.alive is not None
     shared = engine.index.db.execute(
         "SELECT count(*) FROM (SELECT embedding FROM chunks GROUP BY embedding "
@@ -159,11 +159,11 @@ def test_a_write_by_another_process_makes_the_copy_stale_until_rebuilt(engine, c
     other = Index(engine.index.path, engine.index.settings)  # another writer, same file
     other.delete_note("notes:travel/lisbon.md")
     other.close()
-    assert engine.index.keywords() is None  # FTS5 answers meanwhile ...
+    assert engine.index.copies.keywords() is None  # FTS5 answers meanwhile ...
     with engine.reading() as view:
         assert "notes:travel/lisbon.md" not in [h.note_id for h in view.search("lisbon").hits]
     engine.index.warm_keywords(wait=True)  # ... until the new copy is in
-    fresh = engine.index.keywords()
+    fresh = engine.index.copies.keywords()
     assert fresh is not None and fresh.delta == {} and fresh.chunks == copy.chunks - 1
 
 
@@ -213,11 +213,11 @@ def test_a_copy_that_followed_from_a_near_empty_index_knows_the_new_words(engine
         path.unlink()
     engine.sync()
     engine.index.warm_keywords(wait=True)
-    empty = engine.index.keywords()
+    empty = engine.index.copies.keywords()
     assert empty is not None and empty.chunks == 0
     (notes_dir / "fresh.md").write_text("# Quokka census\n\nCounting quokkas on Rottnest.\n")
     engine.sync()
-    moved = engine.index.keywords()
+    moved = engine.index.copies.keywords()
     assert moved is not None and moved.base_size == 0
     vocab = engine.index.reads.vocabulary()
     assert vocab.df("quokka") == 1 and vocab.prefix_df("quok") == 1

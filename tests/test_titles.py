@@ -226,7 +226,7 @@ def test_the_keyword_copy_follows_the_title_vectors_through_small_syncs(tmp_path
     index.warm_keywords(wait=True)
 
     def both() -> tuple[set, set]:
-        copy = index.keywords()
+        copy = index.copies.keywords()
         assert copy is not None  # brought along, not rebuilt
         notes = [r[0] for r in index.db.execute("SELECT id FROM notes")]
         vectors = [r[1] for r in sql.title_rows(index.db)]

@@ -36,7 +36,6 @@ from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.index import keywords, schema, sql
 from notewell.index.copies import Copies, CopySettings
 from notewell.index.copy_reads import open_view
-from notewell.index.keywords import KeywordIndex
 from notewell.index.reads import ReadCaches, Reads, SqlReads
 from notewell.index.schema import BuildSettings, ChunkerChanged, IndexCorrupt, connect
 from notewell.notes import Chunk, Note
@@ -145,9 +144,6 @@ class Index:
     def warm_keywords(self, wait: bool = False) -> None:
         self.copies.warm_keywords(wait)
 
-    def keywords(self) -> KeywordIndex | None:
-        return self.copies.keywords()
-
     def ensure_copies(self) -> None:
         """Start loading the copies that are behind the file (the sync thread, at each
         wake: the keyword copy is rebuilt once the chunks are still, and a failed load is
@@ -188,18 +184,10 @@ class Index:
         wanted = set(hashes)
         if not wanted:
             return set()
-        found = set()
-        items = list(wanted)
-        for i in range(0, len(items), 500):
-            part = items[i : i + 500]
-            marks = ",".join("?" * len(part))
-            found.update(
-                r[0]
-                for r in self.db.execute(
-                    f"SELECT hash FROM embeddings WHERE hash IN ({marks})", part
-                )
-            )
-        return wanted - found
+        # One JSON array, as the reads send ids: one statement for any number of hashes.
+        found = self.db.execute("SELECT hash FROM embeddings WHERE hash IN "
+                                "(SELECT value FROM json_each(?))", (json.dumps(list(wanted)),))
+        return wanted - {r[0] for r in found}
 
     def add_embeddings(self, hashes: Sequence[str], vectors: np.ndarray) -> None:
         """Store vectors by content hash, in one transaction (a crash keeps all or none)."""
