@@ -123,7 +123,7 @@ def test_a_daemon_whose_copies_fail_says_so_in_status_and_doctor(home, notes_con
         assert main(["status"]) == 0
         text = capsys.readouterr().out
         assert "copies:  vectors failed: CantOpenError: unable to open database file" in text
-        lines = doctor.check_daemon_sources("linux")
+        lines = doctor.check_daemon_sources("linux", doctor.daemon_status())
         assert {c.name for c in lines if c.status == WARN} == {
             "daemon's vectors copy", "daemon's keywords copy"}
         assert sum("failed to load" in r.getMessage() for r in caplog.records) >= 2
