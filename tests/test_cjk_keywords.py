@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from helpers import write_notes
+from index_helpers import current_copies
 from notewell import config
 from notewell.engine import Engine
 from notewell.index import cjk, keywords, schema
@@ -59,7 +60,7 @@ def test_pairs_leave_other_text_exactly_as_it_was():
 def test_chinese_japanese_and_korean_are_found_by_keyword(cjk_engine, copy):
     if copy:  # the daemon's keyword copy answers the single-term words
         cjk_engine.index.warm_keywords(wait=True)
-        assert cjk_engine.index.copies.keywords() is not None
+        assert current_copies(cjk_engine.index).keywords is not None
     assert titles(cjk_engine, "东京 ") == ["住所"]
     assert titles(cjk_engine, "データベース ") == ["データベースの設計"]
     assert titles(cjk_engine, "饺子 ") == ["饺子"]

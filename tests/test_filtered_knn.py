@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from index_helpers import current_copies
 from notewell.index.copies import CopySettings
 from notewell.index.database import Index
 from notewell.index.schema import BuildSettings
@@ -36,7 +37,7 @@ def build(tmp_path, n_notes: int, exact_limit: int) -> Index:
 def test_filtered_knn_from_the_copies_matches_sqlite(tmp_path, exact_limit):
     idx = build(tmp_path, 120, exact_limit)
     reads = idx.reads
-    assert idx.copies.vectors() is not None and idx.copies.keywords() is not None
+    assert current_copies(idx).vectors is not None and current_copies(idx).keywords is not None
     rows = [r[0] for r in idx.db.execute("SELECT id FROM notes ORDER BY id")]
     allowed = set(rows[::2])
     q = np.random.default_rng(1).normal(size=DIM).astype(np.float32)

@@ -72,7 +72,7 @@ def test_same_text_is_embedded_once(tmp_path, fake_embedder):
 def test_settings_are_recorded_and_a_mismatch_is_refused(tmp_path):
     path = str(tmp_path / "i.sqlite")
     Index(path, SETTINGS).close()
-    meta = Index(path, SETTINGS).meta()
+    meta = schema.read_meta(Index(path, SETTINGS).db)
     assert meta["embedder"] == "fake-hash:64" and meta["chunker"] == SETTINGS.chunker
     other = BuildSettings("fake-hash:64", 64, ChunkSettings(max_pieces=99).fingerprint())
     with pytest.raises(IndexMismatch, match="next sync re-chunks it"):
@@ -150,7 +150,7 @@ def test_an_index_cut_by_another_chunker_answers_until_the_next_sync_re_chunks_i
     model.texts.clear()
     reports = engine.sync()
     assert engine.index.path != first and store.current_path(d) == engine.index.path
-    assert engine.index.other_chunker is None and engine.index.meta()["chunker"] == (
+    assert engine.index.other_chunker is None and schema.read_meta(engine.index.db)["chunker"] == (
         changed.fingerprint())
     with engine.reading() as view:
         assert not view.status()["re_chunking"]

@@ -233,10 +233,6 @@ class Copies:
 
     # -- vectors ------------------------------------------------------------------------------
 
-    def vectors(self) -> VectorCache | None:
-        """The vector copy current now, or ``None`` (SQLite answers); loads nothing."""
-        return self.current(sql.freshness(self._db())).vectors
-
     def _ensure_vectors(self, fresh: Freshness, db: apsw.Connection) -> None:
         """After a few new vectors (an edit) they are fetched here (~20 us each); after
         many (a bulk sync) or a deletion (a new epoch) the copy loads in the background,
@@ -300,11 +296,6 @@ class Copies:
         return cache
 
     # -- keywords -----------------------------------------------------------------------------
-
-    def keywords(self) -> KeywordIndex | None:
-        """The keyword copy if it matches the index now, else None (FTS5 answers); builds
-        nothing."""
-        return self.current(sql.freshness(self._db())).keywords
 
     def _ensure_keywords(self, fresh: Freshness, db: apsw.Connection) -> None:
         copy, epoch, now = self._keywords, fresh.chunks_epoch, self.clock.monotonic()

@@ -126,9 +126,6 @@ class Index:
         vectors are linked one to one."""
         return schema.consistency_problems(self.db)
 
-    def meta(self) -> dict[str, str]:
-        return schema.read_meta(self.db)
-
     def set_meta(self, key: str, value: str) -> None:
         schema.write_meta(self.db, key, value)
 
