@@ -126,9 +126,6 @@ class Index:
         vectors are linked one to one."""
         return schema.consistency_problems(self.db)
 
-    def set_meta(self, key: str, value: str) -> None:
-        schema.write_meta(self.db, key, value)
-
     def checkpoint(self) -> None:
         """Move the WAL's pages into the file and empty it (before a file is published)."""
         self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -327,7 +324,7 @@ class Index:
         with self.db:
             # Ids may be reused after a deletion: a new epoch tells in-memory copies of the
             # vectors (``vector_cache``) to reload rather than extend.
-            self.set_meta("vectors_epoch", os.urandom(8).hex())
+            schema.write_meta(self.db, "vectors_epoch", os.urandom(8).hex())
             self.db.execute(
                 f"DELETE FROM vectors WHERE rowid IN (SELECT id FROM embeddings WHERE {_UNUSED})")
             self.db.execute(f"DELETE FROM embeddings WHERE {_UNUSED}")
