@@ -326,12 +326,9 @@ class MarkdownSource:
 
     def passage_url(self, note: Note, anchor: str | None, line: int | None = None) -> str:
         """The note's link; at the passage's ``line`` where ``url_template`` has ``{line}``."""
-        return self._line_url(note, line) or note.url
-
-    def _line_url(self, note: Note, line: int | None) -> str | None:
         template = self.config.options.get("url_template")
         if not line or not template or "{line}" not in str(template) or not note.path:
-            return None
+            return note.url
         return _templated(str(template), self._rel(note.note_id), note.path, line)
 
     def new_note_url(self, title: str, tags: tuple[str, ...] = ()) -> str | None:
