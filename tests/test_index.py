@@ -10,7 +10,7 @@ import apsw
 import numpy as np
 import pytest
 from helpers import RecordingEmbedder
-from index_helpers import SETTINGS, index_at_schema, make_note, store_note
+from index_helpers import SETTINGS, index_at_schema, make_note, store_note, vocabulary_docs
 from notewell.config import Config, SourceConfig
 from notewell.engine import Engine
 from notewell.index import database, schema, store
@@ -236,13 +236,13 @@ def test_migration_2_refills_the_keyword_index_with_prefix_indexes(tmp_path, fak
         "template for the garden.", url="file:///a", tags=("home/garden",),
         aliases=("Kitchen log",), fingerprint="f"))
     store_note(old, fake_embedder, make_note("s:b", "## Plans\n\nPublish notes to GitHub pages"))
-    before = read_vocabulary(old.db).docs
+    before = vocabulary_docs(read_vocabulary(old.db))
     old.close()
     new = Index(path, SETTINGS)
     assert new.db.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
     assert "prefix" in new.db.execute(
         "SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()[0]
-    assert read_vocabulary(new.db).docs == before  # the same terms in the same chunks
+    assert vocabulary_docs(read_vocabulary(new.db)) == before  # the same terms in the same chunks
     assert new.consistency_problems() == []
     bm25 = new.reads.fts5_bm25
     assert len(bm25('"jo"*', 5)) == 1 and len(bm25('"kitch"*', 5)) == 1
