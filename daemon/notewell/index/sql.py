@@ -1,9 +1,9 @@
 """The reads the copies make of SQLite, one function each over a connection: the stamps
 they follow (``freshness``, read once per view), and the rows they are built from.
 
-``copies`` builds and brings along its copies from these; ``reads.SqlReads`` reads the
-stamps and a chunk's indexed words here, and holds the SQL of every other read search
-makes. Nothing here decides between SQLite and a copy.
+``copies`` builds and brings along its copies from these; ``reads`` takes the stored
+float vectors and a chunk's indexed words from here too, and holds the SQL of every
+other read search makes (``SqlReads``). Nothing here decides between SQLite and a copy.
 
 Ids go to SQLite as one JSON array (``json_each``) rather than one ``?`` per id: one
 statement of any length, prepared once. May import ``index.keywords`` (the columns a
