@@ -20,11 +20,10 @@ import threading
 import unicodedata
 import urllib.parse
 
-from notewell.config import SourceConfig
+from notewell.config import SourceConfig, glob_to_regex
 from notewell.notes import Attachment, Note, NoteStub, nfc, nfc_note
 from notewell.sources import folder
 from notewell.sources.base import Listing, SourceError, SourceWarning
-from notewell.sources.folder import glob_to_regex
 from notewell.sources.frontmatter import (
     meta_created,
     meta_list,
