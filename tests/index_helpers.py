@@ -3,9 +3,11 @@ sync would (chunked, embedded, written), and an index as an older notewell left 
 
 from __future__ import annotations
 
-from notewell.index import schema
+from notewell.index import schema, sql
+from notewell.index.copies import Held
 from notewell.index.database import Index
 from notewell.index.schema import BuildSettings
+from notewell.index.terms import Vocabulary
 from notewell.ingest.chunking import ChunkSettings, chunk_note
 from notewell.notes import Chunk, Note
 
@@ -29,6 +31,20 @@ def store_note(index: Index, embedder, note: Note) -> list[str]:
         index.add_embeddings(missing, embedder.embed_batch([by_hash[h] for h in missing]))
     index.replace_note(note, rows)
     return missing
+
+
+def current_copies(index: Index) -> Held:
+    """The copies a read view taken now would answer from (``Copies.current``: it loads
+    nothing)."""
+    return index.copies.current(sql.freshness(index.db))
+
+
+def vocabulary_docs(vocab: Vocabulary) -> dict[str, int]:
+    """Each term of ``vocab`` with the number of chunks holding it, added chunks counted."""
+    found = {t: int(vocab.dfs[i]) for t, i in vocab.index.items()}
+    for t, n in vocab.extra.items():
+        found[t] = found.get(t, 0) + n
+    return found
 
 
 def index_at_schema(path: str, monkeypatch, version: int) -> Index:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from helpers import write_notes
+from index_helpers import current_copies, vocabulary_docs
 from notewell import config
 from notewell.engine import Engine
 from notewell.index import cjk, keywords, schema
@@ -59,7 +60,7 @@ def test_pairs_leave_other_text_exactly_as_it_was():
 def test_chinese_japanese_and_korean_are_found_by_keyword(cjk_engine, copy):
     if copy:  # the daemon's keyword copy answers the single-term words
         cjk_engine.index.warm_keywords(wait=True)
-        assert cjk_engine.index.copies.keywords() is not None
+        assert current_copies(cjk_engine.index).keywords is not None
     assert titles(cjk_engine, "东京 ") == ["住所"]
     assert titles(cjk_engine, "データベース ") == ["データベースの設計"]
     assert titles(cjk_engine, "饺子 ") == ["饺子"]
@@ -91,13 +92,13 @@ def test_migration_4_rewrites_only_the_cjk_rows(tmp_path, monkeypatch, fake_embe
     store_note(old, fake_embedder, make_note("s:zh", "我住在东京附近，每天坐电车上班。"))
     store_note(old, fake_embedder, make_note("s:en", "Run VACUUM ANALYZE after a bulk delete."))
     monkeypatch.undo()
-    before = read_vocabulary(old.db).docs
+    before = vocabulary_docs(read_vocabulary(old.db))
     assert "东京" not in before
     epoch = old.db.execute("SELECT value FROM meta WHERE key = 'chunks_epoch'").fetchone()
     old.close()
     new = Index(path, SETTINGS)
     assert new.db.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
-    after = read_vocabulary(new.db).docs
+    after = vocabulary_docs(read_vocabulary(new.db))
     assert after["东京"] == 1 and after["近"] == 1
     assert {t: n for t, n in after.items() if t.isascii()} == {
         t: n for t, n in before.items() if t.isascii()}

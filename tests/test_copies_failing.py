@@ -11,6 +11,7 @@ import time
 
 import apsw
 import numpy as np
+from index_helpers import current_copies
 from notewell.engine import Engine
 from notewell.index.copies import RETRY_FIRST, CopySettings
 from notewell.index.database import Index
@@ -72,7 +73,7 @@ def test_a_failed_load_is_logged_shown_and_retried_after_a_backoff(tmp_path, cap
     checks = doctor.check_copies({"copies": index.copies.state()})
     assert [c.status for c in checks] == [WARN] and "vectors" in checks[0].name
     # A search meanwhile is answered, from SQLite, and starts no load before the retry.
-    assert len(index.reads.knn(vecs[0], 3)) == 3 and index.copies.vectors() is None
+    assert len(index.reads.knn(vecs[0], 3)) == 3 and current_copies(index).vectors is None
     clock.advance(RETRY_FIRST - 1)
     index.ensure_copies()
     assert flaky.calls == 1
@@ -86,7 +87,7 @@ def test_a_failed_load_is_logged_shown_and_retried_after_a_backoff(tmp_path, cap
     clock.advance(2 * RETRY_FIRST)
     index.ensure_copies()
     assert until(lambda: index.copies.state()["vectors"] == "loaded")
-    assert index.copies.vectors() is not None and flaky.calls == 3
+    assert current_copies(index).vectors is not None and flaky.calls == 3
     assert doctor.check_copies({"copies": index.copies.state()}) == []
     index.close()
 
@@ -123,7 +124,7 @@ def test_a_daemon_whose_copies_fail_says_so_in_status_and_doctor(home, notes_con
         assert main(["status"]) == 0
         text = capsys.readouterr().out
         assert "copies:  vectors failed: CantOpenError: unable to open database file" in text
-        lines = doctor.check_daemon_sources("linux")
+        lines = doctor.check_daemon_sources("linux", doctor.daemon_status())
         assert {c.name for c in lines if c.status == WARN} == {
             "daemon's vectors copy", "daemon's keywords copy"}
         assert sum("failed to load" in r.getMessage() for r in caplog.records) >= 2

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from notewell.index import sql
+from index_helpers import current_copies
 from notewell.index.copies import CopySettings
 from notewell.index.database import Index
 from notewell.index.schema import BuildSettings
@@ -37,16 +37,16 @@ def build(tmp_path, n_notes: int, exact_limit: int) -> Index:
 def test_filtered_knn_from_the_copies_matches_sqlite(tmp_path, exact_limit):
     idx = build(tmp_path, 120, exact_limit)
     reads = idx.reads
-    assert idx.copies.vectors() is not None and idx.copies.keywords() is not None
+    assert current_copies(idx).vectors is not None and current_copies(idx).keywords is not None
     rows = [r[0] for r in idx.db.execute("SELECT id FROM notes ORDER BY id")]
     allowed = set(rows[::2])
     q = np.random.default_rng(1).normal(size=DIM).astype(np.float32)
     k = 15
     mine = reads.nearest_chunks(q, k, allowed)
-    exact = sql.knn_within(idx.db, q, k, allowed)
+    exact = idx.sql_view().nearest_chunks(q, k, allowed)  # SQLite's exact scan
     assert [c for c, _ in mine] == [c for c, _ in exact]
     assert np.allclose([d for _, d in mine], [d for _, d in exact], atol=1e-5)
     # Below the threshold SQLite answers, as before.
     small = set(rows[:2])
-    assert reads.nearest_chunks(q, k, small) == sql.knn_within(idx.db, q, k, small)
+    assert reads.nearest_chunks(q, k, small) == idx.sql_view().nearest_chunks(q, k, small)
     idx.close()

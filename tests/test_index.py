@@ -10,7 +10,7 @@ import apsw
 import numpy as np
 import pytest
 from helpers import RecordingEmbedder
-from index_helpers import SETTINGS, index_at_schema, make_note, store_note
+from index_helpers import SETTINGS, index_at_schema, make_note, store_note, vocabulary_docs
 from notewell.config import Config, SourceConfig
 from notewell.engine import Engine
 from notewell.index import database, schema, store
@@ -72,7 +72,7 @@ def test_same_text_is_embedded_once(tmp_path, fake_embedder):
 def test_settings_are_recorded_and_a_mismatch_is_refused(tmp_path):
     path = str(tmp_path / "i.sqlite")
     Index(path, SETTINGS).close()
-    meta = Index(path, SETTINGS).meta()
+    meta = schema.read_meta(Index(path, SETTINGS).db)
     assert meta["embedder"] == "fake-hash:64" and meta["chunker"] == SETTINGS.chunker
     other = BuildSettings("fake-hash:64", 64, ChunkSettings(max_pieces=99).fingerprint())
     with pytest.raises(IndexMismatch, match="next sync re-chunks it"):
@@ -150,7 +150,7 @@ def test_an_index_cut_by_another_chunker_answers_until_the_next_sync_re_chunks_i
     model.texts.clear()
     reports = engine.sync()
     assert engine.index.path != first and store.current_path(d) == engine.index.path
-    assert engine.index.other_chunker is None and engine.index.meta()["chunker"] == (
+    assert engine.index.other_chunker is None and schema.read_meta(engine.index.db)["chunker"] == (
         changed.fingerprint())
     with engine.reading() as view:
         assert not view.status()["re_chunking"]
@@ -236,13 +236,13 @@ def test_migration_2_refills_the_keyword_index_with_prefix_indexes(tmp_path, fak
         "template for the garden.", url="file:///a", tags=("home/garden",),
         aliases=("Kitchen log",), fingerprint="f"))
     store_note(old, fake_embedder, make_note("s:b", "## Plans\n\nPublish notes to GitHub pages"))
-    before = read_vocabulary(old.db).docs
+    before = vocabulary_docs(read_vocabulary(old.db))
     old.close()
     new = Index(path, SETTINGS)
     assert new.db.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
     assert "prefix" in new.db.execute(
         "SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()[0]
-    assert read_vocabulary(new.db).docs == before  # the same terms in the same chunks
+    assert vocabulary_docs(read_vocabulary(new.db)) == before  # the same terms in the same chunks
     assert new.consistency_problems() == []
     bm25 = new.reads.fts5_bm25
     assert len(bm25('"jo"*', 5)) == 1 and len(bm25('"kitch"*', 5)) == 1

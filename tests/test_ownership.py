@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 import threading
 
+from index_helpers import current_copies
 from notewell.config import Config, SourceConfig
 from notewell.engine import Engine
 from notewell.ingest.sync import SyncReport
@@ -20,7 +21,7 @@ def test_a_keyword_copy_published_while_a_sync_follows_is_not_overwritten(engine
     along: the older base must not replace it."""
     copies = engine.index.copies
     copies.warm_keywords(wait=True)
-    old = copies.keywords()
+    old = current_copies(engine.index).keywords
     assert old is not None
     fresh = object()
     with_changes = type(old).with_changes

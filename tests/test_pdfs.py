@@ -16,7 +16,6 @@ from notewell.ingest.sync import Syncer
 from notewell.model.fake import FakeEmbedder
 from notewell.search.query import parse
 from notewell.search.searcher import Searcher
-from notewell.sources import SourceError
 from notewell.sources.markdown import MarkdownSource
 from notewell.sources.obsidian import ObsidianSource
 from pdf_fixture import write_encrypted, write_pdf
@@ -129,13 +128,11 @@ def test_pdfs_all_makes_loose_pdfs_notes_of_their_own(tmp_path, folder):
     s.close()
 
 
-def test_pdfs_none_and_bad_option(tmp_path, folder):
+def test_pdfs_none(tmp_path, folder):
     s = setup(tmp_path, folder, pdfs="none")
     s.syncer.sync(s.src)
     assert s.find("flue gauge") == [] and s.src.pdfs.reads == 0
     s.close()
-    with pytest.raises(SourceError, match="pdfs must be one of"):
-        MarkdownSource(SourceConfig("n", "markdown", str(folder), (), {"pdfs": "some"}))
 
 
 def test_obsidian_finds_an_embedded_pdf_by_its_name(tmp_path):

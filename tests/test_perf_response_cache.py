@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from helpers import write_notes
 from notewell.index.database import Index
-from notewell.index.schema import BuildSettings
+from notewell.index.schema import BuildSettings, write_meta
 from notewell.index.stamp import WriteStamp
 from notewell.serve.response_cache import ResponseCache
 from reliability_helpers import FakeClock
@@ -20,7 +20,7 @@ def test_version_changes_with_any_commit_from_another_connection(tmp_path):
     cache.put(("q",), v1, {"alfred": "x"})
     assert cache.get(("q",), v1) == {"alfred": "x"}
     with index.db:
-        index.set_meta("touched", "1")
+        write_meta(index.db, "touched", "1")
     v2 = cache.version(path)
     assert v2 != v1 and cache.get(("q",), v2) is None
     cache.close()
@@ -53,7 +53,7 @@ def test_write_stamp_follows_commits_and_a_new_path(tmp_path):
     v1 = stamp.version(first)
     assert v1 is not None and stamp.version(first) == v1
     with indexes[0].db:
-        indexes[0].set_meta("touched", "1")
+        write_meta(indexes[0].db, "touched", "1")
     assert stamp.version(first) not in (v1, None)
     assert stamp.version(second)[0] == second
     bad = tmp_path / "bad.db"

@@ -8,6 +8,7 @@ import hashlib
 import numpy as np
 import pytest
 from helpers import vectors_by_id
+from index_helpers import current_copies
 from notewell.index.copies import CopySettings
 from notewell.index.database import Index
 from notewell.index.schema import BuildSettings
@@ -160,7 +161,7 @@ def test_index_knn_from_the_copy_agrees_with_sqlite_vec(index):
     vecs = clustered(500, seed=3)
     index.add_embeddings(hashes(0, 500), vecs)
     index.warm_vectors(wait=True)
-    assert index.copies.vectors() is not None
+    assert current_copies(index).vectors is not None
     for q in clustered(10, seed=4):
         got = index.reads.knn(q, 12)
         want = sqlite_vec_knn(index, q, 12)
@@ -260,7 +261,7 @@ def test_a_large_quantized_copy_gives_exact_distances_for_its_best(tmp_path):
     vecs = unit(np.repeat(base, 30, axis=0) + 0.02 * rng.standard_normal((1200, DIM)))
     index.add_embeddings(hashes(0, 1200), vecs)
     index.warm_vectors(wait=True)
-    assert index.copies.vectors().quantized
+    assert current_copies(index).vectors.quantized
     queries = unit(base[:8] + 0.05 * rng.standard_normal((8, DIM)))
     for q in queries:
         for k in (5, 30):  # a k below the head still draws on the head's candidates

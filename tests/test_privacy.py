@@ -202,7 +202,7 @@ def test_doctor_shows_what_the_daemon_was_refused(monkeypatch, homebrew: Path):
         {"name": "notes", "path": "/n", "last_error": None}]}}
     monkeypatch.setattr(client, "ask", lambda request, timeout: status)
     monkeypatch.setenv("TERM_PROGRAM", "iTerm.app")
-    (check,) = doctor.check_daemon_sources("darwin")
+    (check,) = doctor.check_daemon_sources("darwin", doctor.daemon_status())
     assert check.status == "FAIL" and check.name == "daemon reads bear"
     assert str(homebrew) in check.fix and "iTerm" not in check.fix
 

@@ -10,6 +10,7 @@ import time
 from datetime import datetime
 
 import pytest
+from index_helpers import current_copies
 from notewell import config
 from notewell.engine import Engine
 from notewell.launcher import alfred
@@ -172,7 +173,7 @@ def test_a_broad_filter_applied_after_retrieval_finds_what_the_filtered_path_doe
         monkeypatch.setattr(e.index.copies.settings, "within_from", 0)
     e.index.warm_keywords(wait=True)
     e.index.warm_vectors(wait=True)
-    assert e.index.copies.vectors().quantized == quantized
+    assert current_copies(e.index).vectors.quantized == quantized
     filtered = Ranking(dense_k=k, bm25_k=k, post_filter_share=2.0)  # never after
     after = Ranking(dense_k=k, bm25_k=k, post_filter_share=0.0, post_filter_margin=margin)
     unfiltered = []  # BM25 calls without a filter: the path after retrieval was taken

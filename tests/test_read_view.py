@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import apsw
+from index_helpers import current_copies
 from notewell.index.copy_reads import CopyReads
 from notewell.index.reads import SqlReads
 from notewell.search.query import parse
@@ -79,8 +80,8 @@ def test_a_view_keeps_the_side_it_took_at_its_start(engine):
         assert type(later.reads) is SqlReads  # a new request decides again
 
 
-def test_the_copies_getters_load_nothing(engine):
-    copies = engine.index.copies
-    assert copies.keywords() is None and copies.state()["keywords"] == "not loaded"
+def test_the_current_copies_load_nothing(engine):
+    state = engine.index.copies.state
+    assert current_copies(engine.index).keywords is None and state()["keywords"] == "not loaded"
     engine.index.warm_keywords(wait=True)
-    assert copies.keywords() is not None and copies.state()["keywords"] == "loaded"
+    assert current_copies(engine.index).keywords is not None and state()["keywords"] == "loaded"

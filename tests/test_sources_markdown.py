@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from helpers import write_notes
-from notewell.config import SourceConfig
+from notewell.config import SourceConfig, glob_to_regex
 from notewell.sources import SourceError
 from notewell.sources.frontmatter import split_frontmatter
-from notewell.sources.markdown import MarkdownSource, glob_to_regex
+from notewell.sources.markdown import MarkdownSource
 from notewell.sources.markdown_text import (
     collect_tags,
     first_heading,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from index_helpers import vocabulary_docs
 from notewell.index.copies import CopySettings
 from notewell.index.database import Index
 from notewell.index.schema import BuildSettings
@@ -41,7 +42,7 @@ def test_tokens_are_the_terms_fts5_indexed(tmp_path):
     n, chunks = note(1, text)
     idx.add_embeddings(["h1"], [[1.0, 0.0, 0.0, 0.0]])
     idx.replace_note(n, chunks)
-    indexed = set(read_vocabulary(idx.db).docs)
+    indexed = set(vocabulary_docs(read_vocabulary(idx.db)))
     tokens = Tokens(idx.db)
     mine = set(tokens.terms("\n".join(("Note 1", "Café", text, "cooking/baking"))))
     assert mine == indexed

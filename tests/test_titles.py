@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 from helpers import RecordingEmbedder
+from index_helpers import current_copies
 from notewell import cli
 from notewell.config import Config, SourceConfig
 from notewell.engine import Engine
-from notewell.index import store
+from notewell.index import schema, store
 from notewell.index.schema import connect
 from notewell.ingest.chunking import ChunkSettings
 from notewell.model.fake import FakeEmbedder
@@ -182,7 +183,7 @@ def test_an_index_cut_before_title_vectors_is_re_chunked_embedding_only_the_titl
 
     reports = engine.sync(progress=lambda label, total: Bars(label, total))
     assert engine.index.path != first and store.current_path(d) == engine.index.path
-    assert engine.index.meta()["chunker"] == ChunkSettings().fingerprint()
+    assert schema.read_meta(engine.index.db)["chunker"] == ChunkSettings().fingerprint()
     titles = {f"{title}\n{json.loads(aliases)[-1]}" for title, aliases in
               engine.index.db.execute("SELECT title, aliases FROM notes")}
     # Nothing but the titles went to the model; every passage vector was reused.
@@ -226,7 +227,7 @@ def test_the_keyword_copy_follows_the_title_vectors_through_small_syncs(tmp_path
     index.warm_keywords(wait=True)
 
     def both() -> tuple[set, set]:
-        copy = index.keywords()
+        copy = current_copies(index).keywords
         assert copy is not None  # brought along, not rebuilt
         notes = [r[0] for r in index.db.execute("SELECT id FROM notes")]
         vectors = [r[1] for r in sql.title_rows(index.db)]

@@ -18,6 +18,7 @@ from notewell import config
 from notewell.config import Config, SourceConfig
 from notewell.engine import Engine
 from notewell.engine import rebuild as rebuild_beside
+from notewell.index import schema
 from notewell.ingest.chunking import ChunkSettings
 from notewell.ingest.sync import SyncReport
 from notewell.ingest.watch import ChangeWatcher, relevant_path, scan_digest
@@ -428,7 +429,7 @@ def test_after_an_upgrade_that_changes_the_chunker_the_loop_re_chunks_the_index(
         bg.request_sync()
         bg.step()
         assert engine.index is not old and engine.index.other_chunker is None
-        assert engine.index.meta()["chunker"] == changed.fingerprint()
+        assert schema.read_meta(engine.index.db)["chunker"] == changed.fingerprint()
         assert [r["unchanged"] + r["added"] for r in bg.last_reports] == [2]
         # Nothing held the old file: closed and deleted at the switch.
         with engine.reading() as view:

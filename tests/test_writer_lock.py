@@ -51,7 +51,11 @@ def test_a_second_writer_waits_for_the_first_and_is_told_who_holds_it(tmp_path):
     def second() -> None:
         with writer.hold(d, "notewell sync", on_wait=on_wait):
             events.append("acquired")
-            assert writer.holder(d) == f"notewell sync (pid {os.getpid()})"
+            fd = os.open(writer.lock_path(d), os.O_RDONLY)
+            try:
+                assert writer.holder(fd) == f"notewell sync (pid {os.getpid()})"
+            finally:
+                os.close(fd)
 
     t = threading.Thread(target=second)
     t.start()

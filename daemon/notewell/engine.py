@@ -108,17 +108,6 @@ class Engine:
         return Generation(index, Searcher(index, self.embedder, self.ranking,
                                           clock=self.clock))
 
-    # -- the in-memory copies, as the daemon drives them ------------------------------------
-
-    def warm_copies(self, keywords: bool = False) -> None:
-        """Start loading the vector copy (and with ``keywords``, the keyword copy) in the
-        background now: the daemon's warm-up. A load that fails is logged and retried
-        (``index.copies``); ``status`` shows it."""
-        index = self.index
-        index.warm_vectors()
-        if keywords:
-            index.warm_keywords()
-
     # -- writes -----------------------------------------------------------------------------
 
     def sync(self, progress: bool | ProgressBars = False,

@@ -77,9 +77,7 @@ class NotewellTools:
         op, request = tools.request(name, args)
         try:
             result = await anyio.to_thread.run_sync(lambda: self.link.ask(op, **request))
-        except Unavailable as e:
-            return _error(f"{name}: {e}")
-        except Refused as e:
+        except (Unavailable, Refused) as e:
             return _error(f"{name}: {e}")
         out = tools.structured(name, result, args)
         return types.CallToolResult(

@@ -229,10 +229,6 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
     ),
 )}
 
-ANNOTATIONS = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
-               "openWorldHint": False}
-
-
 # -- checking what an agent sends and what the daemon is asked ------------------------------
 
 

@@ -23,6 +23,7 @@ from notewell.evaluation.corpora import eval_index
 from notewell.evaluation.known_items import KINDS, QUERIES, NotesSource, pick
 from notewell.evaluation.metrics import EvalError
 from notewell.evaluation.runner import evaluate
+from notewell.evaluation.runner import to_json as rounded
 from notewell.model.embedding import Embedder
 from notewell.notes import Note
 from notewell.search.query import literal
@@ -114,11 +115,8 @@ def run_self(notes: list[Note], models: Sequence[tuple[str, MakeModel]], corpus:
 
 def to_json(result: SelfEval) -> dict:
     return {"queries": result.queries, "notes": result.notes, "types": result.types,
-            "models": {label: {"model": model, "methods": {
-                method: {group: {m: round(v, 4) for m, v in values.items()}
-                         for group, values in groups.items()}
-                for method, groups in results.items()}}
-                for label, (model, results) in result.models.items()}}
+            "models": {label: {"model": model, "methods": rounded(results)}
+                       for label, (model, results) in result.models.items()}}
 
 
 def format_table(result: SelfEval) -> str:

@@ -21,6 +21,7 @@ import hashlib
 import re
 from collections.abc import Callable, Sequence
 
+from notewell.evaluation import runner
 from notewell.evaluation.metrics import EvalQuery, aggregate
 from notewell.evaluation.runner import Identify, rank_queries
 from notewell.index.database import Index
@@ -193,8 +194,6 @@ def format_comparison(found: dict) -> str:
 
 def to_json(found: dict) -> dict:
     """``compare``'s report with its means rounded as ``notewell eval --json`` rounds them."""
-    return {name: ({m: {g: {k: round(v, 4) for k, v in metrics.items()}
-                        for g, metrics in groups.items()} for m, groups in value.items()}
-                   if name in ("clean", "clean_off", "typos", "typos_off", "clean_english")
-                   else value)
+    return {name: (runner.to_json(value) if name in ("clean", "clean_off", "typos",
+                                                     "typos_off", "clean_english") else value)
             for name, value in found.items()}

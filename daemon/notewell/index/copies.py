@@ -233,10 +233,6 @@ class Copies:
 
     # -- vectors ------------------------------------------------------------------------------
 
-    def vectors(self) -> VectorCache | None:
-        """The vector copy current now, or ``None`` (SQLite answers); loads nothing."""
-        return self.current(sql.freshness(self._db())).vectors
-
     def _ensure_vectors(self, fresh: Freshness, db: apsw.Connection) -> None:
         """After a few new vectors (an edit) they are fetched here (~20 us each); after
         many (a bulk sync) or a deletion (a new epoch) the copy loads in the background,
@@ -249,11 +245,7 @@ class Copies:
             if fresh.max_vector - cache.max_id <= s.vector_pull_inline and self._pull(cache, db):
                 return
         if self.path == ":memory:" or fresh.max_vector <= s.vector_load_inline:
-            fresh_copy = self._read_vectors(db)
-            with self._lock:
-                if not self._closed.is_set():
-                    self._vectors = fresh_copy
-                    self._failed.pop("vectors", None)  # a failed background load: moot
+            self._publish("_vectors", self._read_vectors(db))  # a failed load's record: moot
             return
         self._in_background("vectors", self._load_vectors)
 
@@ -305,11 +297,6 @@ class Copies:
 
     # -- keywords -----------------------------------------------------------------------------
 
-    def keywords(self) -> KeywordIndex | None:
-        """The keyword copy if it matches the index now, else None (FTS5 answers); builds
-        nothing."""
-        return self.current(sql.freshness(self._db())).keywords
-
     def _ensure_keywords(self, fresh: Freshness, db: apsw.Connection) -> None:
         copy, epoch, now = self._keywords, fresh.chunks_epoch, self.clock.monotonic()
         if copy is not None and copy.epoch == epoch:
@@ -323,18 +310,12 @@ class Copies:
             seen = self._epoch_seen[1]
         if copy is not None and now - seen < self.settings.keywords_quiet:
             return
-        if self.path == ":memory:":  # no other connection sees its rows: build here
-            self._publish("_keywords", _read_keywords(db))
-            return
         self._in_background("keywords", self._load_keywords)
 
     def warm_keywords(self, wait: bool = False) -> None:
         """Build the keyword copy (in the background unless ``wait``) now, a failed
         load's backoff notwithstanding."""
         if self._closed.is_set() or not self.settings.keywords:
-            return
-        if self.path == ":memory:":  # no other connection sees its rows: build here
-            self._publish("_keywords", _read_keywords(self._db()))
             return
         self._in_background("keywords", self._load_keywords, wait, retry_now=True)
 
@@ -389,7 +370,11 @@ class Copies:
                        wait: bool = False, retry_now: bool = False) -> None:
         """Run ``load`` on a connection of its own in a background thread, one per
         ``what`` at a time; after a failure, not before its retry is due (unless
-        ``retry_now``)."""
+        ``retry_now``). ":memory:": here, on this thread's connection (no other one sees
+        its rows)."""
+        if self.path == ":memory:":
+            load(self._db())
+            return
         with self._lock:
             thread = self._loading.get(what)
             failure = self._failed.get(what)

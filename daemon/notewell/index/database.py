@@ -36,7 +36,6 @@ from notewell.clock import SYSTEM_CLOCK, Clock
 from notewell.index import keywords, schema, sql
 from notewell.index.copies import Copies, CopySettings
 from notewell.index.copy_reads import open_view
-from notewell.index.keywords import KeywordIndex
 from notewell.index.reads import ReadCaches, Reads, SqlReads
 from notewell.index.schema import BuildSettings, ChunkerChanged, IndexCorrupt, connect
 from notewell.notes import Chunk, Note
@@ -127,12 +126,6 @@ class Index:
         vectors are linked one to one."""
         return schema.consistency_problems(self.db)
 
-    def meta(self) -> dict[str, str]:
-        return schema.read_meta(self.db)
-
-    def set_meta(self, key: str, value: str) -> None:
-        schema.write_meta(self.db, key, value)
-
     def checkpoint(self) -> None:
         """Move the WAL's pages into the file and empty it (before a file is published)."""
         self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -144,9 +137,6 @@ class Index:
 
     def warm_keywords(self, wait: bool = False) -> None:
         self.copies.warm_keywords(wait)
-
-    def keywords(self) -> KeywordIndex | None:
-        return self.copies.keywords()
 
     def ensure_copies(self) -> None:
         """Start loading the copies that are behind the file (the sync thread, at each
@@ -188,18 +178,10 @@ class Index:
         wanted = set(hashes)
         if not wanted:
             return set()
-        found = set()
-        items = list(wanted)
-        for i in range(0, len(items), 500):
-            part = items[i : i + 500]
-            marks = ",".join("?" * len(part))
-            found.update(
-                r[0]
-                for r in self.db.execute(
-                    f"SELECT hash FROM embeddings WHERE hash IN ({marks})", part
-                )
-            )
-        return wanted - found
+        # One JSON array, as the reads send ids: one statement for any number of hashes.
+        found = self.db.execute("SELECT hash FROM embeddings WHERE hash IN "
+                                "(SELECT value FROM json_each(?))", (json.dumps(list(wanted)),))
+        return wanted - {r[0] for r in found}
 
     def add_embeddings(self, hashes: Sequence[str], vectors: np.ndarray) -> None:
         """Store vectors by content hash, in one transaction (a crash keeps all or none)."""
@@ -342,7 +324,7 @@ class Index:
         with self.db:
             # Ids may be reused after a deletion: a new epoch tells in-memory copies of the
             # vectors (``vector_cache``) to reload rather than extend.
-            self.set_meta("vectors_epoch", os.urandom(8).hex())
+            schema.write_meta(self.db, "vectors_epoch", os.urandom(8).hex())
             self.db.execute(
                 f"DELETE FROM vectors WHERE rowid IN (SELECT id FROM embeddings WHERE {_UNUSED})")
             self.db.execute(f"DELETE FROM embeddings WHERE {_UNUSED}")

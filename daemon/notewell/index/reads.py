@@ -1,5 +1,6 @@
 """The one read interface search uses (``Reads``): every question a query asks of the
-index (and the few ``notewell eval`` adds), and its SQLite side (``SqlReads``).
+index (and the few ``notewell eval`` adds), and its SQLite side (``SqlReads``), which
+holds the SQL of each (``sql`` only the stamps and the rows the copies are read from).
 
 A request reads through one view, taken at its start (``copy_reads.open_view``): the
 stamps are read once (``sql.freshness``), and which side answers each read is fixed then
@@ -25,11 +26,12 @@ May import ``index.sql``, ``index.keywords``, ``index.terms``, ``index.lru``; ne
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import apsw
 import numpy as np
@@ -37,7 +39,7 @@ import numpy as np
 from notewell.index import sql
 from notewell.index.keywords import COLUMN_WEIGHTS, KeywordIndex
 from notewell.index.lru import SharedLRU
-from notewell.index.sql import Freshness, NoteRecord, Passage
+from notewell.index.sql import Freshness
 from notewell.index.terms import Tokens, Vocabulary, read_vocabulary
 
 _CHUNK_TERMS_CACHED = 2_000  # chunks' index terms, shared by the worker threads: ~5 MB
@@ -69,6 +71,42 @@ class RowBudget:
 
 
 Pairs = list[tuple[int, float]]
+
+
+class Passage(NamedTuple):
+    """Everything a hit shows, for one chunk."""
+
+    chunk_id: int
+    note: int  # the note's row
+    heading: str
+    url: str
+    text: str
+    vector: int
+    note_id: str
+    title: str
+    source: str
+    kind: str
+    path: str | None
+    tags: str  # JSON
+    modified: float | None
+    archived: int
+    content_hash: str
+
+
+class NoteRecord(NamedTuple):
+    """A note's row as the index holds it (its text lives in its source)."""
+
+    row: int
+    note_id: str
+    source: str
+    kind: str
+    title: str
+    path: str | None
+    url: str
+    tags: str  # JSON
+    created: float | None
+    modified: float | None
+    archived: int
 
 
 class ReadCaches:
@@ -113,7 +151,10 @@ class SqlReads:
         """(vector id, cosine distance) of the ``k`` nearest stored vectors: sqlite-vec's
         exact scan (the copy: exact up to ``exact_limit`` vectors, quantized with
         recall@10 >= 0.98 beyond)."""
-        return sql.knn(self._db, vector, k)
+        rows = self._db.execute(
+            "SELECT rowid, distance FROM vectors WHERE embedding MATCH ? AND k = ? "
+            "ORDER BY distance", (np.asarray(vector, dtype=np.float32).tobytes(), k))
+        return [(r[0], r[1]) for r in rows]
 
     def nearest_chunks(self, vector: np.ndarray, k: int, notes: Iterable[int] | None = None
                        ) -> Pairs:
@@ -144,15 +185,28 @@ class SqlReads:
         return chunks, sorted(((n, dist[e]) for n, e in named), key=lambda x: (x[1], x[0]))
 
     def _knn_within(self, vector: np.ndarray, k: int, notes: list[int] | set[int]) -> Pairs:
-        return sql.knn_within(self._db, vector, k, notes)
+        """The ``k`` nearest chunks of ``notes``: (chunk id, cosine distance), exact."""
+        return self._nearest_of("chunks", "id", vector, k, notes)
 
     def _titles_within(self, vector: np.ndarray, k: int, notes: list[int] | set[int]
                        ) -> Pairs:
         """The ``k`` nearest title vectors of ``notes``: (note row, cosine distance)."""
-        return sql.titles_within(self._db, vector, k, notes)
+        return self._nearest_of("titles", "note", vector, k, notes)
+
+    def _nearest_of(self, table: str, key: str, vector: np.ndarray, k: int,
+                    notes: Iterable[int]) -> Pairs:
+        """(``key``, cosine distance) of the ``k`` rows of ``table`` (chunks or titles)
+        of ``notes`` nearest to ``vector``: sqlite-vec's exact distance, by note list."""
+        rows = self._db.execute(
+            f"SELECT t.{key}, vec_distance_cosine(v.embedding, ?) AS d FROM {table} t "
+            "JOIN vectors v ON v.rowid = t.embedding "
+            "WHERE t.note IN (SELECT value FROM json_each(?)) ORDER BY d LIMIT ?",
+            (np.asarray(vector, dtype=np.float32).tobytes(), json.dumps(sorted(notes)), k))
+        return [(r[0], r[1]) for r in rows]
 
     def _titles_of_vectors(self, vector_ids: list[int]) -> list[tuple[int, int]]:
-        return sql.titles_of_vectors(self._db, vector_ids)
+        """(note row, vector id) of every note whose title vector is one of ``vector_ids``."""
+        return self._rows_in("SELECT note, embedding FROM titles", "embedding", vector_ids)
 
     def exact_nearest(self, vector: np.ndarray, found: Pairs, k: int) -> Pairs:
         """The ``k`` nearest of ``found`` (chunk id, cosine distance; nearest first) as
@@ -185,24 +239,34 @@ class SqlReads:
     def chunks_of_vectors(self, vector_ids: list[int]) -> Iterable[tuple[int, int]]:
         """(chunk id, vector id) of every chunk stored with one of ``vector_ids`` (a
         passage repeated word for word shares one vector)."""
-        return sql.chunks_of_vectors(self._db, vector_ids)
+        return self._rows_in("SELECT id, embedding FROM chunks", "embedding", vector_ids)
 
     def owners(self, chunk_ids: list[int]) -> list[tuple[int, int, int]]:
         """(chunk id, note row, vector id) of those of ``chunk_ids`` still indexed."""
-        return sql.owners(self._db, chunk_ids)
+        return self._rows_in("SELECT id, note, embedding FROM chunks", "id", chunk_ids)
 
     def titles_of(self, notes: Iterable[int]) -> list[tuple[int, int]]:
         """(note row, vector id) of the title vectors of ``notes`` that have one."""
-        return sql.titles_of_notes(self._db, notes)
+        return self._rows_in("SELECT note, embedding FROM titles", "note", notes)
 
     def note_chunks(self, notes: list[int]) -> list[tuple[int, int, int]]:
         """(chunk id, note row, vector id) of every chunk of ``notes``."""
-        return sql.note_chunks(self._db, notes)
+        return self._rows_in("SELECT id, note, embedding FROM chunks", "note", notes)
 
     def note_vectors(self, notes: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """(note row, vector id) of every chunk of ``notes``, grouped by note, so each
         note's passages are one run of rows."""
-        return sql.note_vectors(self._db, notes)
+        rows = self._rows_in("SELECT note, embedding FROM chunks", "note", notes,
+                             " ORDER BY note")
+        return (np.array([r[0] for r in rows], dtype=np.int64),
+                np.array([r[1] for r in rows], dtype=np.int64))
+
+    def _rows_in(self, select: str, column: str, ids: Iterable[int], then: str = ""
+                 ) -> list:
+        """The rows of ``select`` whose ``column`` is one of ``ids``: the ids go to SQLite
+        as one JSON array (``json_each``), one statement of any length, prepared once."""
+        return self._db.execute(f"{select} WHERE {column} IN (SELECT value FROM "
+                                f"json_each(?)){then}", (sql.json_ids(ids),)).fetchall()
 
     # -- words ----------------------------------------------------------------------------------
 
@@ -266,7 +330,20 @@ class SqlReads:
                   notes: Iterable[int] | None = None) -> Pairs:
         """(chunk id, ``bm25()``: lower is better) for an FTS5 MATCH expression, from FTS5
         itself (what ``bm25`` answers with when the copy cannot; benchmarks time it)."""
-        return sql.bm25(self._db, match, k, weights, notes)
+        w = ", ".join(str(float(x)) for x in weights)
+        within, args = "", (match, k)
+        if notes is not None:
+            # "+rowid": FTS5 must not take the IN list as its rowid constraint, which runs
+            # the MATCH once per allowed chunk (19 s at 10k chunks for a date filter
+            # allowing all); with the plus, the MATCH runs once and each hit is tested
+            # against the list, built once.
+            within = ("AND +rowid IN (SELECT id FROM chunks WHERE note IN "
+                      "(SELECT value FROM json_each(?))) ")
+            args = (match, json.dumps(sorted(notes)), k)
+        rows = self._db.execute(
+            f"SELECT rowid, bm25(chunks_fts, {w}) AS s FROM chunks_fts "
+            f"WHERE chunks_fts MATCH ? {within}ORDER BY s LIMIT ?", args)
+        return [(r[0], r[1]) for r in rows]
 
     def holds(self, terms: Sequence[Term], chunk_ids: list[int]) -> np.ndarray:
         """Whether each chunk holds each word: one row of ``chunk_ids`` per term. A typed
@@ -284,7 +361,7 @@ class SqlReads:
     def together(self, term: Term, others: Sequence[Term]) -> bool:
         """Whether some chunk holds ``term`` and any of ``others``."""
         match = f"{term.phrase} AND ({' OR '.join(t.phrase for t in others)})"
-        return bool(sql.bm25(self._db, match, 1, COLUMN_WEIGHTS))
+        return bool(self.fts5_bm25(match, 1))
 
     def _chunk_terms_of(self, chunk_ids: list[int]) -> dict[int, frozenset[str]]:
         """The index terms of each chunk, as FTS5 tokenized its four columns (interned,
@@ -305,73 +382,118 @@ class SqlReads:
 
     def titles_and_texts(self, chunk_ids: Sequence[int]) -> list[tuple[str, str]]:
         """(note title, passage) of each of ``chunk_ids``: what a typed word completes from."""
-        return sql.titles_and_texts(self._db, chunk_ids)
+        return self._rows_in("SELECT n.title, c.text FROM chunks c JOIN notes n "
+                             "ON n.id = c.note", "c.id", chunk_ids)
 
     # -- notes and passages -------------------------------------------------------------------
 
     def passages(self, chunk_ids: Sequence[int]) -> list[Passage]:
         """Everything a hit shows, for those of ``chunk_ids`` still indexed, in order."""
-        return sql.passages(self._db, chunk_ids)
+        rows = {r[0]: r for r in self._rows_in(
+            "SELECT c.id, c.note, c.heading_path, c.url, c.text, c.embedding, n.note_id, "
+            "n.title, n.source, n.kind, n.path, n.tags, n.modified, n.archived, "
+            "n.content_hash FROM chunks c JOIN notes n ON n.id = c.note", "c.id", chunk_ids)}
+        return [Passage(*rows[c]) for c in chunk_ids if c in rows]
 
     def recent_notes(self, limit: int, notes: set[int] | None = None) -> list[int]:
         """The ``limit`` most recently modified notes (rows), of ``notes`` when given."""
-        found = sql.recent(self._db, limit if notes is None else 1_000_000)
+        found = [r[0] for r in self._db.execute(
+            "SELECT id FROM notes ORDER BY modified DESC NULLS LAST LIMIT ?",
+            (limit if notes is None else 1_000_000,))]
         return [n for n in found if notes is None or n in notes][:limit]
 
     def first_chunk(self, note: int) -> int | None:
-        return sql.first_chunk(self._db, note)
+        row = self._db.execute("SELECT id FROM chunks WHERE note = ? ORDER BY seq LIMIT 1",
+                               (note,)).fetchone()
+        return row[0] if row else None
 
     def note_row(self, note_id: str) -> int | None:
-        return sql.note_row(self._db, note_id)
+        row = self._db.execute("SELECT id FROM notes WHERE note_id = ?", (note_id,)).fetchone()
+        return row[0] if row else None
 
     def chunk_count(self, note: int) -> int:
-        return sql.chunk_count(self._db, note)
+        return self._db.execute("SELECT count(*) FROM chunks WHERE note = ?",
+                                (note,)).fetchone()[0]
 
     def note_record(self, note_id: str) -> NoteRecord | None:
         """The note's row (title, source, path, url, tags, dates), None if not indexed."""
-        return sql.note_record(self._db, note_id)
+        row = self._db.execute(
+            "SELECT id, note_id, source, kind, title, path, url, tags, created, modified, "
+            "archived FROM notes WHERE note_id = ?", (note_id,)).fetchone()
+        return NoteRecord(*row) if row else None
 
     # -- filters ---------------------------------------------------------------------------
 
     def tagged(self, tag: str) -> set[int]:
-        """Note rows tagged ``tag`` or a tag nested under it (``tag/...``)."""
-        return sql.tagged(self._db, tag)
+        """Note rows tagged ``tag`` or a tag nested under it (``tag/...``), any case."""
+        return {r[0] for r in self._db.execute(
+            "SELECT note FROM note_tags WHERE tag = ? OR tag LIKE ? ESCAPE '\\'",
+            (tag, _like_escape(tag) + "/%"))}
 
     def sources(self) -> set[str]:
         """The names of the sources with notes in the index."""
-        return sql.sources(self._db)
+        return {r[0] for r in self._db.execute("SELECT DISTINCT source FROM notes")}
 
     def in_source(self, name: str) -> set[int]:
         """Note rows of source ``name``."""
-        return sql.in_source(self._db, name)
+        return {r[0] for r in self._db.execute("SELECT id FROM notes WHERE source = ?",
+                                               (name,))}
 
     def modified_between(self, after: float | None, before: float | None) -> set[int]:
-        """Note rows modified in ``[after, before)`` (Unix seconds; None: unbounded)."""
-        return sql.modified_between(self._db, after, before)
+        """Note rows modified in ``[after, before)`` (Unix seconds; None: unbounded);
+        notes without a modification date match no date bound."""
+        return self._dated("modified", after, before)
 
     def created_between(self, after: float | None, before: float | None) -> set[int]:
         """Note rows created in ``[after, before)`` (notes without a creation date: none)."""
-        return sql.created_between(self._db, after, before)
+        return self._dated("created", after, before)
+
+    def _dated(self, column: str, after: float | None, before: float | None) -> set[int]:
+        """Note rows whose ``column`` lies in ``[after, before)``, from its index
+        (migration 5): only plain bounds let SQLite use it, not ``(? IS NULL OR ...)``."""
+        where, args = [f"{column} IS NOT NULL"], []
+        if after is not None:
+            where.append(f"{column} >= ?")
+            args.append(after)
+        if before is not None:
+            where.append(f"{column} < ?")
+            args.append(before)
+        # One JSON row rather than a row per note: 10 ms instead of 17 for 33,000 notes.
+        found = self._db.execute(f"SELECT json_group_array(id) FROM notes INDEXED BY "
+                                 f"notes_{column} WHERE {' AND '.join(where)}",
+                                 args).fetchone()[0]
+        return set(json.loads(found))
 
     def undated_created(self) -> int:
         """How many notes have no creation date (their source does not know it)."""
-        return sql.undated_created(self._db)
+        return self._db.execute("SELECT count(*) FROM notes WHERE created IS NULL"
+                                ).fetchone()[0]
 
     def tag_notes(self) -> list[tuple[str, int]]:
-        """(tag, note row) for every tag of every note."""
-        return sql.tag_notes(self._db)
+        """(tag, note row) for every tag of every note, tags as indexed (lower case)."""
+        return self._db.execute("SELECT tag, note FROM note_tags").fetchall()
 
     # -- for ``notewell eval`` ------------------------------------------------------------
 
     def note_paths(self) -> dict[str, str | None]:
         """Each note's path (None for notes without one), by note id."""
-        return sql.note_paths(self._db)
+        return dict(self._db.execute("SELECT note_id, path FROM notes").fetchall())
 
     def keyword_baseline(self, words: Sequence[str], limit: int,
                          notes: Iterable[int] | None = None) -> list[str]:
         """Note ids ranked by how many of ``words`` their title and passages contain
         (``LIKE '%word%'``), ties by note id: the naive baseline ``notewell eval`` shows."""
-        return sql.keyword_baseline(self._db, words, limit, notes)
+        hit = "max(n.title || ' ' || c.text LIKE ? ESCAPE '\\')"
+        where = ""
+        args: list = [f"%{_like_escape(w)}%" for w in words]
+        if notes is not None:
+            where = "WHERE c.note IN (SELECT value FROM json_each(?)) "
+            args.append(json.dumps(sorted(notes)))
+        rows = self._db.execute(
+            f"SELECT n.note_id, {' + '.join([hit] * len(words))} AS hits FROM chunks c "
+            f"JOIN notes n ON n.id = c.note {where}GROUP BY c.note HAVING hits > 0 "
+            "ORDER BY hits DESC, n.note_id LIMIT ?", (*args, limit))
+        return [r[0] for r in rows]
 
 
 # What search asks of the index, answered by one view for one request: ``SqlReads``'s
@@ -383,6 +505,11 @@ def _held(term: Term, terms: frozenset[str], completions: frozenset[str]) -> boo
     if term.prefix:
         return not completions.isdisjoint(terms) and all(t in terms for t in term.tokens[:-1])
     return all(t in terms for t in term.tokens)
+
+
+def _like_escape(text: str) -> str:
+    """``text`` as a literal inside a SQL ``LIKE`` pattern written with ``ESCAPE '\\'``."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:

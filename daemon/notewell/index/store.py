@@ -97,7 +97,7 @@ def quarantine(path: str) -> str:
     while os.path.exists(target):  # never overwrite an earlier damaged copy
         n += 1
         target = f"{path}.corrupt-{stamp}-{n}"
-    for suffix in ("", "-wal", "-shm"):
+    for suffix in ("", *WAL_FILES):
         with contextlib.suppress(FileNotFoundError):
             os.replace(path + suffix, target + suffix)
     return target
@@ -142,9 +142,7 @@ def begin_build(directory: str) -> Build:
     earlier = building + UNFINISHED
     if os.path.exists(building):
         os.replace(building, earlier)
-    for suffix in WAL_FILES:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(building + suffix)
+    remove_file(building)  # its stale WAL files (the file itself is moved)
     return Build(building, earlier)
 
 
@@ -205,7 +203,7 @@ def remove_old(directory: str | None = None, keep: str | None = None) -> list[st
 
 def remove_file(path: str) -> None:
     """Delete one index file with its WAL files (a retired generation, once closed)."""
-    for suffix in ("", "-wal", "-shm"):
+    for suffix in ("", *WAL_FILES):
         with contextlib.suppress(FileNotFoundError):
             os.remove(path + suffix)
 
@@ -244,14 +242,9 @@ def _forget_oldest(directory: str) -> None:
                   for n in os.listdir(directory)
                   if n.startswith("vectors-") and n.endswith(".sqlite"))
     for _, name in kept[:-KEEP_MODELS]:
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(directory, name + suffix))
+        remove_file(os.path.join(directory, name))
 
 
 def forget_vectors(directory: str, embedder: str) -> None:
     """Delete the kept vectors of ``embedder`` (after a rebuild took them in)."""
-    path = kept_vectors_path(directory, embedder)
-    for suffix in ("", "-wal", "-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path + suffix)
+    remove_file(kept_vectors_path(directory, embedder))

@@ -63,13 +63,6 @@ class Vocabulary:
         return cls([t for t, _ in ordered], np.array([n for _, n in ordered], dtype=np.int64),
                    chunks, stamp)
 
-    @property
-    def docs(self) -> dict[str, int]:
-        found = {t: int(self.dfs[i]) for t, i in self.index.items()}
-        for t, n in self.extra.items():
-            found[t] = found.get(t, 0) + n
-        return found
-
     def has(self, term: str) -> bool:
         """Whether some chunk holds ``term`` (without counting them)."""
         return term in self.index or term in self.extra
@@ -89,18 +82,15 @@ class Vocabulary:
         lo, hi = prefix_range(self._extra_terms, prefix)
         return self._extra_terms[lo:hi]
 
-    def _range(self, prefix: str) -> tuple[int, int]:
-        return prefix_range(self.terms, prefix)
-
     def prefix_df(self, prefix: str) -> int:
         """Chunks holding some term that starts with ``prefix``: the sum over those terms,
         an upper bound (a chunk may hold several), capped at all chunks."""
-        lo, hi = self._range(prefix)
+        lo, hi = prefix_range(self.terms, prefix)
         added = sum(self.extra[t] for t in self._extra_range(prefix))
         return min(int(self.cumulative[hi] - self.cumulative[lo]) + added, self.chunks)
 
     def starting_with(self, prefix: str) -> list[str]:
-        lo, hi = self._range(prefix)
+        lo, hi = prefix_range(self.terms, prefix)
         found = self.terms[lo:hi]
         more = [t for t in self._extra_range(prefix) if t not in self.index]
         return found + more if more else found

@@ -78,14 +78,10 @@ def try_hold(directory: str) -> Iterator[bool]:
         os.close(fd)
 
 
-def holder(fd_or_directory: int | str) -> str:
-    """Who holds the lock, as its holder wrote it: "WHO (pid N)"."""
+def holder(fd: int) -> str:
+    """Who holds the lock open at ``fd``, as its holder wrote it: "WHO (pid N)"."""
     try:
-        if isinstance(fd_or_directory, int):
-            text = os.pread(fd_or_directory, 512, 0).decode("utf-8", "replace")
-        else:
-            with open(lock_path(fd_or_directory), encoding="utf-8", errors="replace") as f:
-                text = f.read(512)
+        text = os.pread(fd, 512, 0).decode("utf-8", "replace")
     except OSError:
         text = ""
     pid, _, who = text.strip().partition(" ")

@@ -307,7 +307,7 @@ def _split_long(body: str, s: ChunkSettings) -> list[str]:
         n = count_pieces(unit)
         if current and size + n > s.max_pieces:
             chunks.append("\n\n".join(current))
-            tail = _tail(current[-1], s.overlap_pieces)
+            tail = _tail(_SENTENCE_END.split(current[-1]), s.overlap_pieces)
             current, size = ([tail], count_pieces(tail)) if tail else ([], 0)
             if size + n > s.max_pieces:
                 current, size = [], 0
@@ -348,24 +348,13 @@ def _windows(text: str, s: ChunkSettings) -> list[str]:
         n = count_pieces(unit)
         if current and size + n > s.max_pieces:
             out.append(" ".join(current))
-            tail = _tail_words(" ".join(current), s.overlap_pieces)
+            tail = _tail(" ".join(current).split(), s.overlap_pieces)
             current, size = [tail], count_pieces(tail)
         current.append(unit)
         size += n
     if current:
         out.append(" ".join(current))
     return out
-
-
-def _tail_words(text: str, pieces: int) -> str:
-    kept: list[str] = []
-    size = 0
-    for word in reversed(text.split()):
-        size += count_pieces(word)
-        if size > pieces:
-            break
-        kept.insert(0, word)
-    return " ".join(kept)
 
 
 def _word_runs(text: str, pieces: int) -> list[str]:
@@ -382,15 +371,14 @@ def _word_runs(text: str, pieces: int) -> list[str]:
     return runs
 
 
-def _tail(text: str, pieces: int) -> str:
-    """The last sentences of ``text`` that fit in ``pieces``: the overlap between chunks."""
-    sentences = _SENTENCE_END.split(text)
+def _tail(parts: list[str], pieces: int) -> str:
+    """The last of ``parts`` (a text's sentences, or its words) that fit in ``pieces``
+    together, joined by spaces: the overlap between chunks."""
     kept: list[str] = []
     size = 0
-    for sentence in reversed(sentences):
-        n = count_pieces(sentence)
-        if size + n > pieces:
+    for part in reversed(parts):
+        size += count_pieces(part)
+        if size > pieces:
             break
-        kept.insert(0, sentence)
-        size += n
+        kept.insert(0, part)
     return " ".join(kept)

@@ -10,6 +10,7 @@ any point leaves a consistent index and the next sync re-embeds nothing already 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import weakref
 from collections.abc import Callable, Collection, Mapping
@@ -62,10 +63,7 @@ class SyncReport:
         return bool(self.added or self.updated or self.deleted)
 
     def to_dict(self) -> dict:
-        return {k: getattr(self, k) for k in (
-            "source", "added", "updated", "unchanged", "deleted", "embedded", "reused",
-            "pending", "offloaded", "links_out", "carried", "carried_all", "warnings", "error",
-            "seconds")}
+        return dataclasses.asdict(self)  # every field, in order
 
 
 class UnreadableNotes:

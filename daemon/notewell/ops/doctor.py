@@ -160,25 +160,21 @@ def check_source(src_cfg, platform: str) -> Check:
     return Check(name, OK, readable)
 
 
-def check_daemon_sources(platform: str) -> list[Check]:
-    """The sources the running daemon was refused: under launchd it has none of the
-    grants of the terminal ``doctor`` runs in, so reading them here proves nothing."""
+def check_daemon_sources(platform: str, status: dict) -> list[Check]:
+    """The sources the running daemon was refused (``status``: its ``status`` reply):
+    under launchd it has none of the grants of the terminal ``doctor`` runs in, so
+    reading them here proves nothing."""
     from notewell.ops import privacy
     from notewell.sources.base import DENIED
-    from notewell.wire import client, protocol
 
-    try:
-        reply = client.ask(protocol.request("status"), timeout=2.0)
-    except (OSError, protocol.ProtocolError):
-        return []
     checks = []
-    for src in (reply.get("result") or {}).get("sources") or ():
+    for src in status.get("sources") or ():
         error = src.get("last_error") or ""
         if error.startswith(DENIED):
             checks.append(Check(f"daemon reads {src.get('name')}", FAIL, error,
                                 privacy.grant_hint(platform, src.get("path") or "",
                                                    daemon_only=True)))
-    return checks + check_copies(reply.get("result") or {})
+    return checks + check_copies(status)
 
 
 def check_copies(status: dict) -> list[Check]:
@@ -259,7 +255,7 @@ def check_daemon() -> Check:
                      f"{__version__}", "`notewell agent restart`")
     state = info.get("state")
     if state == "error":
-        problem = (_daemon_status() or {}).get("problem")
+        problem = (daemon_status() or {}).get("problem")
         return Check(name, FAIL, "running but its engine failed to start"
                      + (f": {problem}" if problem else ""),
                      "see `notewell status` and the log in " + paths.log_dir())
@@ -270,7 +266,8 @@ def check_daemon() -> Check:
 LOW_SPACE = 16 * 1024 * 1024  # below this, an index write may fail any moment
 
 
-def _daemon_status() -> dict | None:
+def daemon_status() -> dict | None:
+    """The running daemon's ``status`` reply, None when it does not answer."""
     from notewell.wire import client, protocol
 
     try:
@@ -571,9 +568,10 @@ def run(platform: str | None = None,
     checks.append(check_index(embedder))
     daemon_check = check_daemon()
     checks.append(daemon_check)
-    if daemon_check.status == OK:
-        checks += check_daemon_sources(platform)
-    checks.append(check_disk(_daemon_status()))
+    status = daemon_status()  # one reply for the checks that read it
+    if daemon_check.status == OK and status is not None:
+        checks += check_daemon_sources(platform, status)
+    checks.append(check_disk(status))
     checks.append(check_socket())
     checks.append(check_time_machine(platform))
     checks.append(check_agent(platform, run_cmd))

@@ -128,13 +128,12 @@ def wait_started(proc, ask: Ask = client.ask, timeout: float = START_TIMEOUT,
     return {"state": "starting"}
 
 
-def restart(ask: Ask = client.ask, timeout: float = RESTART_TIMEOUT,
-            sleep: Callable[[float], None] = time.sleep,
-            clock: Callable[[], float] = time.monotonic) -> dict | None:
+def restart(ask: Ask = client.ask) -> dict | None:
     """Ask the daemon serving this home to restart in its process (it reads config.toml
     and loads its model again) and wait until the new one answers; its ``ping`` reply
     (``state``: ready, or error with its ``problem`` from ``status``), ``{"state":
-    "restarting"}`` when it is not back within ``timeout``, or None when no daemon runs."""
+    "restarting"}`` when it is not back within ``RESTART_TIMEOUT``, or None when no daemon
+    runs."""
     if holder() is None:
         return None
     try:
@@ -145,9 +144,9 @@ def restart(ask: Ask = client.ask, timeout: float = RESTART_TIMEOUT,
     if not reply.get("ok"):
         return {"state": "refused", "problem": (reply.get("error") or {}).get("message")}
     started = (before.get("result") or {}).get("started")
-    deadline = clock() + timeout
-    while clock() < deadline:
-        sleep(0.1)
+    deadline = time.monotonic() + RESTART_TIMEOUT
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
         try:
             now = ask(protocol.request("ping"), timeout=2.0).get("result") or {}
         except (OSError, protocol.ProtocolError):

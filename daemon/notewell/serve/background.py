@@ -140,9 +140,14 @@ class Background:
             self.watcher.stop()
 
     def _warm(self, keywords: bool) -> None:
+        """Start loading the vector copy (and with ``keywords``, the keyword copy) in the
+        background now. A load that fails is logged and retried (``index.copies``);
+        ``status`` shows it."""
         assert self.engine is not None
         try:
-            self.engine.warm_copies(keywords=keywords)
+            self.engine.index.warm_vectors()
+            if keywords:
+                self.engine.index.warm_keywords()
         except Exception:
             log.exception("the in-memory copies could not start loading; SQLite answers, "
                           "slower, and the next wake tries again")

@@ -23,10 +23,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from notewell.config import glob_to_regex
 from notewell.sources.base import DENIED, FolderUnreadable, LinkOut, is_denied
-
-__all__ = ["glob_to_regex", "open_inside", "walk"]  # glob_to_regex: exclude's, in config
 
 NOTE_EXTENSIONS = (".md", ".markdown")
 SF_DATALESS = 0x40000000  # <sys/stat.h>: the file's data is not on this Mac

@@ -20,11 +20,10 @@ import threading
 import unicodedata
 import urllib.parse
 
-from notewell.config import SourceConfig
+from notewell.config import SourceConfig, glob_to_regex
 from notewell.notes import Attachment, Note, NoteStub, nfc, nfc_note
 from notewell.sources import folder
 from notewell.sources.base import Listing, SourceError, SourceWarning
-from notewell.sources.folder import glob_to_regex
 from notewell.sources.frontmatter import (
     meta_created,
     meta_list,
@@ -40,7 +39,6 @@ from notewell.sources.markdown_text import (
 from notewell.sources.pdf import MAX_PDF_BYTES, PdfProblem, PdfTexts
 
 MAX_NOTE_BYTES = 8 * 1024 * 1024
-PDF_MODES = ("linked", "all", "none")
 # Every pattern that reads a note's text runs in linear time (issue 36: 8 KB of "[[" took
 # 6 s): no repeated run in it may cross the character that starts a match ("[" of "[[",
 # "]" of "]("), so a start that fails costs at most the text up to the next start. What a
@@ -61,17 +59,10 @@ class MarkdownSource:
         self.config = config
         self.root = config.path or ""
         self._exclude = [glob_to_regex(g) for g in self.excludes()]
-        mode = str(config.options.get("pdfs", "linked")).strip().lower()
-        if mode not in PDF_MODES:
-            raise SourceError(f"source {self.name!r}: pdfs must be one of "
-                              f"{', '.join(PDF_MODES)}, not {mode!r} (config.toml)")
-        self.pdf_mode = mode
-        try:
-            max_mb = float(config.options.get("pdf_max_mb", MAX_PDF_BYTES / 1e6))
-        except (TypeError, ValueError):
-            raise SourceError(f"source {self.name!r}: pdf_max_mb must be a number of "
-                              "megabytes (config.toml)") from None
-        self.pdfs = PdfTexts(int(max_mb * 1e6))
+        # Both checked when config.toml is read (``config.parse``): a wrong value is an
+        # error there, naming the source.
+        self.pdf_mode = config.options.get("pdfs", "linked")
+        self.pdfs = PdfTexts(int(config.options.get("pdf_max_mb", MAX_PDF_BYTES / 1e6) * 1e6))
         # Where the notes are and how they open, in every fingerprint: a folder moved (its
         # files' dates kept) and its ``path`` edited, or another ``url_template``, has every
         # note read again, and the sync moves its links and path (no vector is made).
@@ -334,12 +325,9 @@ class MarkdownSource:
 
     def passage_url(self, note: Note, anchor: str | None, line: int | None = None) -> str:
         """The note's link; at the passage's ``line`` where ``url_template`` has ``{line}``."""
-        return self._line_url(note, line) or note.url
-
-    def _line_url(self, note: Note, line: int | None) -> str | None:
         template = self.config.options.get("url_template")
         if not line or not template or "{line}" not in str(template) or not note.path:
-            return None
+            return note.url
         return _templated(str(template), self._rel(note.note_id), note.path, line)
 
     def new_note_url(self, title: str, tags: tuple[str, ...] = ()) -> str | None:

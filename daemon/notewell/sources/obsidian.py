@@ -145,8 +145,7 @@ class ObsidianSource(MarkdownSource):
         return rel[:-3] if rel.lower().endswith(".md") else rel
 
     def note_url(self, rel: str, path: str) -> str:
-        template = self.config.options.get("url_template")
-        if template:
+        if self.config.options.get("url_template"):
             return super().note_url(rel, path)
         return self._open_url(self._file_param(rel))
 
