@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -227,3 +228,27 @@ def stepped_background(tmp_path: Path, folder: Path, clock,
     finally:
         bg.watcher.stop()
         engine.close()
+
+
+class FakeListener:
+    """A socket listening at ``path`` where a daemon would, each connection handed to
+    ``serve`` on a thread of its own, until ``close``."""
+
+    def __init__(self, path: str, serve: Callable[[socket.socket], None]) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(path)
+        self.sock.listen(8)
+        self._handle = serve
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                self._handle(conn)
+
+    def close(self) -> None:
+        self.sock.close()

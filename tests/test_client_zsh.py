@@ -16,7 +16,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from helpers import CLIENT, REPO, SCRIPTS, run_client, subprocess_env
+from helpers import CLIENT, REPO, SCRIPTS, FakeListener, run_client, subprocess_env
 from launcher_helpers import ZSH_CLIENT, run_zsh
 from notewell import __version__
 from notewell.wire import client, messages, paths, protocol
@@ -38,25 +38,16 @@ class FakeDaemon:
         for folder in paths.socket_chain(path):  # as a daemon makes them: clients check
             Path(folder).mkdir(parents=True, exist_ok=True)
             Path(folder).chmod(0o700)
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(path)
-        self.sock.listen(8)
         self.reply, self.requests = reply, []
-        threading.Thread(target=self._serve, daemon=True).start()
+        self.listener = FakeListener(path, self._answer)
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                self.requests.append(protocol.read_frame(conn, protocol.MAX_REQUEST_BYTES))
-                if self.reply is not None:
-                    conn.sendall(self.reply)
+    def _answer(self, conn: socket.socket) -> None:
+        self.requests.append(protocol.read_frame(conn, protocol.MAX_REQUEST_BYTES))
+        if self.reply is not None:
+            conn.sendall(self.reply)
 
     def close(self) -> None:
-        self.sock.close()
+        self.listener.close()
 
 
 def ok_frame(json_text: str) -> bytes:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from helpers import SCRIPTS
+from helpers import SCRIPTS, FakeListener
 from notewell.agents import relay
 from notewell.serve import transport
 from notewell.wire import client, paths, protocol
@@ -64,28 +64,18 @@ class Listener:
     """A stand-in for the other user's daemon: answers with EVIL, keeps what it was sent."""
 
     def __init__(self, path: str) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(path)
-        os.chmod(path, 0o777)
-        self.sock.listen(8)
         self.received = b""
-        threading.Thread(target=self._serve, daemon=True).start()
+        self.listener = FakeListener(path, self._answer)
+        os.chmod(path, 0o777)
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                conn.settimeout(2)
-                with contextlib.suppress(OSError):
-                    self.received += conn.recv(65536)
-                    conn.sendall(protocol.frame(msgpack.packb(
-                        {"ok": True, "result": {"alfred": EVIL}})))
+    def _answer(self, conn: socket.socket) -> None:
+        conn.settimeout(2)
+        with contextlib.suppress(OSError):
+            self.received += conn.recv(65536)
+            conn.sendall(protocol.frame(msgpack.packb({"ok": True, "result": {"alfred": EVIL}})))
 
     def close(self) -> None:
-        self.sock.close()
+        self.listener.close()
 
 
 @needs_root
