@@ -1,7 +1,7 @@
 """Background priority for the daemon's background threads, so typing stays smooth while a
-large vault indexes: the sync thread, the watcher's loop, the in-memory copies' loader
-threads and Quick Look's page writer (nobody waits for them) call ``lower_this_thread``
-at their start; the keystroke path (connection threads, handler workers) never does.
+large vault indexes: the sync thread, the watcher's loop and the in-memory copies' loader
+threads (nobody waits for them) call ``lower_this_thread`` at their start; the keystroke
+path (connection threads, handler workers) never does.
 
 macOS: the calling thread's quality-of-service class is set to utility
 (``pthread_set_qos_class_self_np`` from libSystem). Utility rather than background:

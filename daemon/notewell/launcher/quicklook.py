@@ -9,8 +9,7 @@ each other's pages. An answer only names its pages (``Job``: a hash per hit, no 
 after the answer is rendered, so a keystroke never waits on the disk (writing twenty
 files took 0.6 ms, and spikes of 5-9 ms, on this machine's ext4). It waits while the
 daemon answers a read and sends the reply (``answering``), so its disk time and its hold
-on the interpreter never land on an answer, and at background priority
-(``priority``); typing faster than that skips the answers a
+on the interpreter never land on an answer; typing faster than that skips the answers a
 newer one replaced (Alfred shows only the newest).
 
 The number of pages stays bounded: past ``MAX_PREVIEWS`` the least recently shown go. The
@@ -31,7 +30,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
-from notewell.priority import lower_this_thread
 from notewell.wire import paths
 
 if TYPE_CHECKING:
@@ -157,9 +155,6 @@ class Writer:
         self._jobs.join()
 
     def _run(self) -> None:
-        # Nobody waits for a page (Quick Look comes a moment after the answer): the CPU
-        # goes to the clients and the keystrokes first.
-        lower_this_thread()
         while True:
             job = self._jobs.get()
             self._wait_quiet()
