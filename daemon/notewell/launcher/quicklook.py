@@ -155,6 +155,9 @@ class Writer:
         self._jobs.join()
 
     def _run(self) -> None:
+        # At normal priority, unlike the copies' loaders: lowered, it was descheduled
+        # while holding the interpreter, and back-to-back requests waited on it
+        # (bench/README.md, "The keystroke's new costs").
         while True:
             job = self._jobs.get()
             self._wait_quiet()
