@@ -6,18 +6,13 @@
  * Kept free of @raycast/api so a Node test runs it against a real daemon (scripts/).
  */
 import { DaemonDown, DaemonError, Filters, Hit, readNote, searchFiltered } from "./daemon";
+// The tools' inputs are declared once, where Raycast reads them (and their comments) for
+// the model: type-only imports, gone from the compiled code.
+import type { Input as ReadInput } from "./tools/read-note";
+import type { Input as SearchInput } from "./tools/find-notes";
 
 export const SNIPPET_CHARS = 240; // as notewell's MCP answers (agents/tools.py)
 const WARM_UP_WAIT_MS = 15000;
-
-export interface SearchInput {
-  query: string;
-  tags?: string[];
-  source?: string;
-  modifiedAfter?: string;
-  modifiedBefore?: string;
-  limit?: number;
-}
 
 export interface FoundNote {
   noteId: string;
@@ -38,12 +33,6 @@ export interface SearchAnswer {
   notices: string[];
   /** Set when the index lags its sources: recent edits may be missing. */
   behind?: string;
-}
-
-export interface ReadInput {
-  noteId: string;
-  page?: number;
-  heading?: string;
 }
 
 export interface NoteAnswer {

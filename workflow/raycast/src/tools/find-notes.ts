@@ -9,7 +9,7 @@
 import { SearchAnswer, searchNotes } from "../ai";
 import { daemonSocket } from "../place";
 
-type Input = {
+export type Input = {
   /** What to look for, in a few words (the topic, names, terms the note may use). */
   query: string;
   /** Only notes carrying all of these tags (without '#'; a nested tag includes its children). */

@@ -6,7 +6,7 @@
 import { NoteAnswer, readNoteTool } from "../ai";
 import { daemonSocket } from "../place";
 
-type Input = {
+export type Input = {
   /** The noteId of a note from find-notes, exactly as it was returned. */
   noteId: string;
   /** Where to read from: leave it out for the first page, or pass nextPage from the last answer. */
