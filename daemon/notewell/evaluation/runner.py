@@ -150,13 +150,6 @@ def run_beir(directory: str, split: str, embedder: Embedder,
         index.close()
 
 
-def evaluate_beir(index: Index, queries: Sequence[EvalQuery], embedder: Embedder,
-                  methods: Sequence[str] = METHODS, ranking: Ranking | None = None
-                  ) -> dict[str, dict[str, dict[str, float]]]:
-    """A BEIR dataset's ``queries`` over ``index``, its corpus (``corpora.beir_index``)."""
-    return rank_all(index, embedder, queries, methods, literal, beir_ids, ranking)
-
-
 def rank_all(index: Index, embedder: Embedder, queries: Sequence[EvalQuery],
              methods: Sequence[str], read: Callable[[str], Query], identify: Identify,
              ranking: Ranking | None = None) -> dict[str, dict[str, dict[str, float]]]:
