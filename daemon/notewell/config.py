@@ -190,26 +190,14 @@ def glob_to_regex(glob: str) -> re.Pattern[str]:
     g = glob.strip().lstrip("/")
     if g.endswith("/"):
         g += "**"
-    out, i = [], 0
-    while i < len(g):
-        if g.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif g.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif g[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif g[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(g[i]))
-            i += 1
+    out = "".join(_GLOB.get(part) or re.escape(part)
+                  for part in re.findall(r"\*\*/|\*\*|\*|\?|.", g, re.S))
     # A pattern without '/' matches at any depth, as in .gitignore.
     prefix = "" if "/" in glob.strip().rstrip("/") else "(?:.*/)?"
-    return re.compile(prefix + "".join(out) + "$")
+    return re.compile(prefix + out + "$")
+
+
+_GLOB = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}  # the rest, itself
 
 
 def _excludes_every_note(glob: str) -> bool:
