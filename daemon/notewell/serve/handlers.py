@@ -163,7 +163,7 @@ class Handlers:
                 # An op on the index reads through the request's one view.
                 return {"ok": True,
                         "result": handler(req) if view is None else handler(req, view)}
-        except RequestError as e:
+        except (RequestError, SyncError) as e:  # a sync waited for did not happen
             return error_reply(e.code, str(e))
         except Exception as e:
             if failures.damaged(e):  # the sync thread checks the file and rebuilds it
@@ -342,10 +342,7 @@ class Handlers:
             return self.op_schedule_sync({})
         self._ready_engine()
         # The background thread runs it: one writer, and no worker held meanwhile.
-        try:
-            return {"reports": self.background.wait_for_sync()}
-        except SyncError as e:
-            raise RequestError(e.code, str(e)) from None
+        return {"reports": self.background.wait_for_sync()}
 
     def op_sync_now(self, req: dict, send: Send | None = None) -> dict:
         """``notewell index [--rebuild]`` and ``notewell sync``: a sync round, waited for;
@@ -366,10 +363,7 @@ class Handlers:
                                "restart`, or stop and start `notewell serve`), then run "
                                "this again")
         relay = _relay(send) if args["progress"] and send else None
-        try:
-            return {"reports": bg.wait_for_sync(rebuild=args["rebuild"], on_progress=relay)}
-        except SyncError as e:
-            raise RequestError(e.code, str(e)) from None
+        return {"reports": bg.wait_for_sync(rebuild=args["rebuild"], on_progress=relay)}
 
     def op_mcp(self, req: dict) -> dict:
         """The switch to MCP (``notewell mcp``): after this ok, ``transport`` hands the
