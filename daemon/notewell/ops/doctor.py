@@ -563,23 +563,15 @@ def run(platform: str | None = None,
     checks.append(config_check)
     if cfg is not None and cfg.model is not None:
         checks += check_own_model(cfg.model)
-    for src in (cfg.sources if cfg else ()):
-        checks.append(check_source(src, platform))
-    checks.append(check_index(embedder))
-    daemon_check = check_daemon()
-    checks.append(daemon_check)
+    checks += [check_source(src, platform) for src in (cfg.sources if cfg else ())]
+    checks += [check_index(embedder), daemon := check_daemon()]
+    up = daemon.status == OK
     status = daemon_status()  # one reply for the checks that read it
-    if daemon_check.status == OK and status is not None:
+    if up and status is not None:
         checks += check_daemon_sources(platform, status)
-    checks.append(check_disk(status))
-    checks.append(check_socket())
-    checks.append(check_time_machine(platform))
-    checks.append(check_agent(platform, run_cmd))
-    checks.append(check_workflow(platform))
-    checks.append(check_fast_client(platform, daemon_check.status == OK))
-    checks.append(check_mcp_session(daemon_check.status == OK))
-    checks.append(check_mcp_clients(platform))
-    return checks
+    return [*checks, check_disk(status), check_socket(), check_time_machine(platform),
+            check_agent(platform, run_cmd), check_workflow(platform),
+            check_fast_client(platform, up), check_mcp_session(up), check_mcp_clients(platform)]
 
 
 def failed(checks: list[Check]) -> bool:
