@@ -70,16 +70,10 @@ def show_alfred(query: str, env: Mapping[str, str], run: Runner) -> None:
     """Show the Script Filter again on ``query`` through the workflow's External Trigger.
     The query travels as an argv item, never inside the AppleScript text."""
     bundle = env.get("alfred_workflow_bundleid") or BUNDLE_ID
-    script = [
-        "on run argv",
-        f'tell application id "{ALFRED_APP}" to run trigger "{SEARCH_TRIGGER}" in workflow '
-        "(item 1 of argv) with argument (item 2 of argv)",
-        "end run",
-    ]
-    cmd = ["osascript"]
-    for line in script:
-        cmd += ["-e", line]
-    run([*cmd, bundle, query], check=False)
+    tell = (f'tell application id "{ALFRED_APP}" to run trigger "{SEARCH_TRIGGER}" in workflow '
+            "(item 1 of argv) with argument (item 2 of argv)")
+    run(["osascript", "-e", "on run argv", "-e", tell, "-e", "end run", bundle, query],
+        check=False)
 
 
 def perform(action: str, arg: str, env: Mapping[str, str], run: Runner,
