@@ -279,7 +279,6 @@ def save(config: Config, path: str | None = None) -> str:
     return path
 
 
-
 _HEADER = re.compile(r"^\s*\[")  # a table's or an array of tables' header line
 _MODEL_HEADER = re.compile(r"^\s*\[\s*model\s*\]\s*(#.*)?$")
 
