@@ -17,6 +17,7 @@ results; the CLI prints them and exits non-zero when any failed. The model's che
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import subprocess
@@ -313,12 +314,10 @@ def check_socket() -> Check:
         problems.append(f"{directory} is owned by uid {dst.st_uid}")
     if stat.S_IMODE(dst.st_mode) != 0o700:
         problems.append(f"{directory} is {stat.S_IMODE(dst.st_mode):o}, not 700")
-    try:
+    with contextlib.suppress(FileNotFoundError):
         sst = os.stat(sock)
         if stat.S_IMODE(sst.st_mode) & 0o077:
             problems.append(f"{sock} is {stat.S_IMODE(sst.st_mode):o}, not 600")
-    except FileNotFoundError:
-        pass
     if problems:
         return Check(name, FAIL, "; ".join(problems),
                      f"stop the daemon, remove {directory}, start it again")
