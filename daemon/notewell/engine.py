@@ -297,18 +297,16 @@ class ReadView:
                         if r is not None), None)
         return SearchResult(q, self.searcher.near(own, limit, allowed, exclude=row), notices)
 
-    def related_file(self, path: str, limit: int = 20, *, tags: Sequence[str] = (),
-                     source: str | None = None, modified_after: DateBound = None,
-                     modified_before: DateBound = None) -> SearchResult:
-        """``related`` for a file's text (a Universal Action on a file): only Markdown,
-        text and PDF files up to ``requests.MAX_RELATED_FILE_BYTES``; when the file is a
-        note of a configured source, that note is read through it and left out of the
-        answer. Raises ``ArgumentError`` saying what cannot be read."""
+    def related_file(self, path: str, limit: int = 20, **filters: object) -> SearchResult:
+        """``related`` for a file's text (a Universal Action on a file), within
+        ``related``'s filters: only Markdown, text and PDF files up to
+        ``requests.MAX_RELATED_FILE_BYTES``; when the file is a note of a configured
+        source, that note is read through it and left out of the answer. Raises
+        ``ArgumentError`` saying what cannot be read."""
         note_id, title, text = self._file_text(path)
         indexed = note_id is not None and self.reads.note_record(note_id) is not None
-        return self.related(text, limit, tags=tags, source=source,
-                            modified_after=modified_after, modified_before=modified_before,
-                            exclude=note_id if indexed else None, title=title)
+        return self.related(text, limit, **filters, exclude=note_id if indexed else None,
+                            title=title)
 
     def _file_text(self, path: str) -> tuple[str | None, str, str]:
         """(the note id the file has in a configured source, or None; title; text)."""
