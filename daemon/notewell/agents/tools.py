@@ -303,11 +303,9 @@ def structured(name: str, result: dict, args: dict[str, Any]) -> dict:
         if name == "search_notes":
             out["behind"] = _behind(result.get("behind"))
         return out
-    if name == "get_note":
-        keys = ("note_id", "title", "source", "url", "path", "tags", "heading", "text",
-                "offset", "total_chars", "next_offset", "headings")
-        return {**{k: result.get(k) for k in keys}, "tags": list(result.get("tags") or []),
-                "modified": iso(result.get("modified"))}
+    if name == "get_note":  # the keys of its output schema
+        return {**{k: result.get(k) for k in TOOLS[name].output_schema["properties"]},
+                "tags": list(result.get("tags") or []), "modified": iso(result.get("modified"))}
     if name == "list_tags":
         tags = result.get("tags", [])
         return {"tags": tags[:MAX_TAGS_LISTED], "total": len(tags)}
