@@ -85,15 +85,6 @@ def check_sqlite() -> Check:
     return Check(name, OK, f"SQLite {sqlite} with FTS5, sqlite-vec {vec}")
 
 
-def _config_or_default():
-    from notewell import config
-
-    try:
-        return config.load()
-    except config.ConfigError:
-        return config.Config()
-
-
 def check_config():
     """The config check, and the config for the checks after it (None if unusable)."""
     from notewell import config
@@ -190,7 +181,9 @@ def check_copies(status: dict) -> list[Check]:
             if str(state).startswith("failed")]
 
 
-def check_index(embedder: Callable[[], Embedder] | None = None) -> Check:
+def check_index(embedder: Callable[[], Embedder] | None = None, cfg=None) -> Check:
+    """Whether the index fits the model: ``embedder``'s, else the one ``cfg`` names (the
+    config ``check_config`` read; None: the shipped model)."""
     name = "index"
     from notewell.index import store
     from notewell.index.schema import SCHEMA_VERSION, describe, file_problems
@@ -199,9 +192,10 @@ def check_index(embedder: Callable[[], Embedder] | None = None) -> Check:
     if not os.path.exists(path):
         return Check(name, FAIL, f"no index at {path}", "run `notewell index`")
     try:
+        from notewell.config import Config
         from notewell.engine import chunker_for, embedder_for
 
-        model = embedder() if embedder else embedder_for(_config_or_default())
+        model = embedder() if embedder else embedder_for(cfg or Config())
         want = {"embedder": model.fingerprint(), "dim": str(model.dim),
                 "chunker": chunker_for(model).fingerprint()}
     except Exception as e:
@@ -563,7 +557,7 @@ def run(platform: str | None = None,
     if cfg is not None and cfg.model is not None:
         checks += check_own_model(cfg.model)
     checks += [check_source(src, platform) for src in (cfg.sources if cfg else ())]
-    checks += [check_index(embedder), daemon := check_daemon()]
+    checks += [check_index(embedder, cfg), daemon := check_daemon()]
     up = daemon.status == OK
     status = daemon_status()  # one reply for the checks that read it
     if up and status is not None:
