@@ -213,24 +213,21 @@ def info_plist(home: str | None = None) -> dict:
         "variables": variables,
         # Machine paths: never exported with the workflow.
         "variablesdontexport": sorted(variables),
-        "userconfigurationconfig": [{
-            "type": "textfield",
-            "variable": "keyword",
-            "label": "Keyword",
-            "description": "What you type before the query",
-            "config": {"default": DEFAULT_KEYWORD, "placeholder": DEFAULT_KEYWORD,
-                       "required": True, "trim": True},
-        }, {
-            "type": "textfield",
-            "variable": "related_keyword",
-            "label": "Related notes keyword",
-            "description": "What you type before a text to list the notes related to it "
-                           "(the Universal Action and the Hotkey open the same list)",
-            "config": {"default": DEFAULT_RELATED_KEYWORD,
-                       "placeholder": DEFAULT_RELATED_KEYWORD, "required": True,
-                       "trim": True},
-        }],
+        "userconfigurationconfig": [
+            _keyword("keyword", "Keyword", "What you type before the query",
+                     DEFAULT_KEYWORD),
+            _keyword("related_keyword", "Related notes keyword",
+                     "What you type before a text to list the notes related to it (the "
+                     "Universal Action and the Hotkey open the same list)",
+                     DEFAULT_RELATED_KEYWORD)],
     }
+
+
+def _keyword(variable: str, label: str, description: str, default: str) -> dict:
+    """A keyword the user may change in Configure Workflow."""
+    return {"type": "textfield", "variable": variable, "label": label,
+            "description": description, "config": {
+                "default": default, "placeholder": default, "required": True, "trim": True}}
 
 
 def _script_filter(uid: str, keyword: str, title: str, subtext: str, running: str,
