@@ -82,7 +82,7 @@ class Background:
         self.errors: dict[str, str] = {}
         self._failures: dict[str, int] = {}  # this thread's only
         self.sync_now = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.thread: threading.Thread | None = None  # this one, once started
         # Rounds of sync: `sync --wait` waits for one that starts after it asked, so the
         # index has one writer and the request holds no worker meanwhile. Under the same
         # condition: whether the next round rebuilds, and who gets its progress events.
@@ -102,12 +102,8 @@ class Background:
     # -- the thread -----------------------------------------------------------------------
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self.run, name="notewell-sync", daemon=True)
-        self._thread.start()
-
-    @property
-    def thread(self) -> threading.Thread | None:
-        return self._thread
+        self.thread = threading.Thread(target=self.run, name="notewell-sync", daemon=True)
+        self.thread.start()
 
     def run(self) -> None:
         if not self.start_engine():
@@ -271,7 +267,7 @@ class Background:
                         if self.stop_event.is_set():
                             raise SyncError("stopping", "notewell is stopping; the sync "
                                             "will resume when it starts again")
-                        thread = self._thread
+                        thread = self.thread
                         if thread is None or not thread.is_alive():
                             raise SyncError("unavailable", "the sync thread has stopped; "
                                             "see the log, then restart the daemon")
