@@ -72,7 +72,7 @@ def measure_size(size: str, vectors: str, n_queries: int, passes: int,
         res["keyword_copy_mb"] = round(index.copies.nbytes()["keywords"] / 2**20)
         cache = index.copies.vector_copy
         res["vector_copy"] = ("none (exact sqlite-vec)" if cache is None else
-                              f"{cache.layout}, "
+                              f"{'int8+bits' if cache.quantized else 'float32'}, "
                               f"{cache.nbytes() / 2**20:.0f} MB")
         qvecs = embedder.embed_batch(queries)
         # Warm the model, SQLite's page cache and the FTS index.
