@@ -260,14 +260,8 @@ def dump(config: Config) -> str:
     if config.model is not None:
         model = {k: getattr(config.model, k) for k in MODEL_KEYS}
         data["model"] = {k: v for k, v in model.items() if v is not None}
-    sources = []
-    for s in config.sources:
-        table: dict = {"name": s.name, "type": s.type}
-        if s.path:
-            table["path"] = s.path
-        table["exclude"] = list(s.exclude)
-        table.update(s.options)
-        sources.append(table)
+    sources = [{"name": s.name, "type": s.type, **({"path": s.path} if s.path else {}),
+                "exclude": list(s.exclude), **s.options} for s in config.sources]
     if sources:
         data["sources"] = sources
     return tomli_w.dumps(data)
