@@ -141,11 +141,8 @@ class Engine:
         with self._sync_lock:
             syncer = Syncer(self.index, self.embedder, self.chunker, should_stop,
                             unreadable=self._unreadable)
-            reports = []
-            for src in self.sources:
-                if only is not None and src.name not in only:
-                    continue
-                reports.append(syncer.sync(src, progress=progress))
+            reports = [syncer.sync(src, progress=progress) for src in self.sources
+                       if only is None or src.name in only]
             self._drop_unconfigured()
             return reports
 
