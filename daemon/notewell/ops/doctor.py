@@ -467,16 +467,13 @@ def check_mcp_session(daemon_up: bool) -> Check:
     except (OSError, ValueError) as e:
         return Check(name, FAIL, f"`notewell mcp` failed: {e}", "`notewell doctor` again; "
                      "if it persists, `notewell agent restart`")
-    problem = None
     for key in (1, 2):
         reply = replies.get(key) or {}
         if "result" not in reply or (reply["result"] or {}).get("isError"):
             error = reply.get("error") or (reply.get("result") or {}).get("content") or \
                 stderr.strip()[-300:] or "no answer within 20 s"
-            problem = f"{'initialize' if key == 1 else 'search_notes'}: {error}"
-            break
-    if problem:
-        return Check(name, FAIL, problem, "`notewell agent restart`, then `notewell doctor`")
+            return Check(name, FAIL, f"{'initialize' if key == 1 else 'search_notes'}: {error}",
+                         "`notewell agent restart`, then `notewell doctor`")
     hits = len(replies[2]["result"].get("structuredContent", {}).get("hits", []))
     return Check(name, OK, f"`notewell mcp` reached a daemon session; search_notes "
                  f"answered ({hits} hit{'s' if hits != 1 else ''})")
