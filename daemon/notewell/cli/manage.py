@@ -368,12 +368,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             what = f"{args.beir} ({args.split} split)"
             results = evaluate.run_beir(args.beir, args.split, args.embedder(), methods,
                                         ranking, progress, judge)
-        elif args.golden and args.notes:
-            what = f"{args.golden} over {args.notes}"
-            results = evaluate.run_folder_golden(args.golden, args.notes, args.embedder(),
-                                                 methods, ranking, progress=progress,
-                                                 judge=judge)
-        elif args.golden:
+        elif args.golden and not args.notes:
             what = f"{args.golden} over the configured index"
             engine = one_shot_engine(args)
             try:
@@ -381,13 +376,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
                                               methods, ranking, judge)
             finally:
                 engine.close()
-        else:
-            what = "the demo golden set over the demo notes"
+        else:  # a golden set over a folder: the one given, or the demo's
             from notewell.ops.demo import demo_golden_path, demo_notes_dir
 
-            results = evaluate.run_folder_golden(demo_golden_path(), demo_notes_dir(),
-                                                 args.embedder(), methods, ranking,
-                                                 name="demo", progress=progress, judge=judge)
+            what = (f"{args.golden} over {args.notes}" if args.golden
+                    else "the demo golden set over the demo notes")
+            results = evaluate.run_folder_golden(
+                args.golden or demo_golden_path(), args.notes or demo_notes_dir(),
+                args.embedder(), methods, ranking, name="notes" if args.golden else "demo",
+                progress=progress, judge=judge)
     except evaluate.EvalError as e:
         return fail(str(e))
     if args.json:
@@ -418,10 +415,8 @@ def _eval_self(args: argparse.Namespace, methods: list[str], ranking) -> int:
     try:
         models = [(spec, self_eval.model_for(spec, args.embedder)) for spec in specs]
         if args.notes:
-            source = folder_source(args.notes)
-            configs = [source.config]
-            sources = [source]
-            what = args.notes
+            sources = [folder_source(args.notes)]
+            configs, what = [sources[0].config], args.notes
         else:
             config = load_config()
             configs = list(config.sources)
