@@ -77,15 +77,12 @@ def rank_queries(searcher: Searcher, queries: Sequence[EvalQuery], methods: Sequ
                  ) -> dict[str, dict[str, dict[str, float]]]:
     """``{method: {query id: {metric: value}}}``: each query's own scores."""
     parsed = {q.id: read(q.text) for q in queries}
-    out = {}
-    for method in methods:
-        per_query = {}
-        for q in queries:
-            ranked = [key_for(identify(n), q.relevant) for n in rank(searcher, method,
-                                                                     parsed[q.id])]
-            per_query[q.id] = query_metrics(ranked, q.relevant)
-        out[method] = per_query
-    return out
+
+    def scores(method: str, q: EvalQuery) -> dict[str, float]:
+        ranked = [key_for(identify(n), q.relevant) for n in rank(searcher, method, parsed[q.id])]
+        return query_metrics(ranked, q.relevant)
+
+    return {method: {q.id: scores(method, q) for q in queries} for method in methods}
 
 
 def key_for(keys: Iterable[str], relevant: dict[str, int]) -> str:
