@@ -214,15 +214,10 @@ class ReadView:
         title = q.text.strip()
         if not title:
             return []
-        out = []
-        for src in self._engine.sources:
-            if q.sources and src.name not in q.sources:
-                continue
-            url = src.new_note_url(title, q.tags)
-            if url:
-                out.append({"source": src.name, "kind": src.kind, "title": title,
-                            "tags": list(q.tags), "url": url})
-        return out
+        found = [(src, src.new_note_url(title, q.tags)) for src in self._engine.sources
+                 if not q.sources or src.name in q.sources]
+        return [{"source": src.name, "kind": src.kind, "title": title, "tags": list(q.tags),
+                 "url": url} for src, url in found if url]
 
     def filtered(self, q: Query, tags: Sequence[str] = (), source: str | None = None,
                  modified_after: DateBound = None, modified_before: DateBound = None

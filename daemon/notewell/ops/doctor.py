@@ -159,14 +159,11 @@ def check_daemon_sources(platform: str, status: dict) -> list[Check]:
     from notewell.ops import privacy
     from notewell.sources.base import DENIED
 
-    checks = []
-    for src in status.get("sources") or ():
-        error = src.get("last_error") or ""
-        if error.startswith(DENIED):
-            checks.append(Check(f"daemon reads {src.get('name')}", FAIL, error,
-                                privacy.grant_hint(platform, src.get("path") or "",
-                                                   daemon_only=True)))
-    return checks + check_copies(status)
+    denied = [src for src in status.get("sources") or ()
+              if (src.get("last_error") or "").startswith(DENIED)]
+    return [Check(f"daemon reads {src.get('name')}", FAIL, src["last_error"],
+                  privacy.grant_hint(platform, src.get("path") or "", daemon_only=True))
+            for src in denied] + check_copies(status)
 
 
 def check_copies(status: dict) -> list[Check]:
