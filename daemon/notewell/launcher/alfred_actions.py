@@ -80,18 +80,15 @@ def perform(action: str, arg: str, env: Mapping[str, str], run: Runner,
             spawn: Runner) -> str:
     """Do ``action`` on ``arg``; returns a short line for Alfred's debugger."""
     utf8 = dict(os.environ, LANG=env.get("LANG") or "en_US.UTF-8")
-    if action == "open":
+    if action in ("open", "create"):
+        # For create, the app's own URL scheme creates the note (Bear's create, Obsidian's
+        # new, the editor's template): notewell never writes one.
         run(["open", arg], check=False)
-        return f"opened {arg}"
+        return f"opened {arg}" if action == "open" else f"asked the app to create {arg}"
     if action == "search":
         # A tag chosen from the list while typing "#wor": Alfred again, on "#work ".
         show_alfred(arg, env, run)
         return f"searching {arg!r}"
-    if action == "create":
-        # The app's own URL scheme creates the note (Bear's create, Obsidian's new, the
-        # editor's template): notewell never writes one.
-        run(["open", arg], check=False)
-        return f"asked the app to create {arg}"
     if action == "reveal":
         run(["open", "-R", arg], check=False)
         return f"revealed {arg}"

@@ -180,8 +180,7 @@ def info_plist(home: str | None = None) -> dict:
             "scriptargtype": ARGV, "escaping": 0, "concurrently": False}))
         connections[sf].append(_wire(uid, modifier, "" if not modifier else label))
         uidata[uid] = {"xpos": 360, "ypos": 40 + 120 * row, "note": label}
-    call = _uid("call/similar")
-    trigger = _uid("trigger/search")
+    call, trigger = _uid("call/similar"), _uid("trigger/search")
     objects.append(_object(call, "output.callexternaltrigger", 1, {
         "externaltriggerid": SEARCH_TRIGGER, "passinputasargument": True,
         "passvariables": False, "workflowbundleid": "self"}))
