@@ -529,10 +529,9 @@ def check_mcp_clients(platform: str) -> Check:
                      "(`notewell mcp install --client claude-desktop|claude-code|cursor`)")
     elsewhere = [(c, cmd) for c, cmd, same in found if not same]
     if elsewhere:
-        client = elsewhere[0][0]
         return Check(name, WARN, "; ".join(f"{c} runs `{cmd}`, not this installation"
                                            for c, cmd in elsewhere),
-                     f"`notewell mcp install --client {client}`")
+                     f"`notewell mcp install --client {elsewhere[0][0]}`")
     return Check(name, OK, ", ".join(c for c, _, _ in found) + " run this installation's "
                  "`notewell mcp`")
 

@@ -267,8 +267,7 @@ class Background:
                         if self.stop_event.is_set():
                             raise SyncError("stopping", "notewell is stopping; the sync "
                                             "will resume when it starts again")
-                        thread = self.thread
-                        if thread is None or not thread.is_alive():
+                        if self.thread is None or not self.thread.is_alive():
                             raise SyncError("unavailable", "the sync thread has stopped; "
                                             "see the log, then restart the daemon")
                         self._rounds.wait(0.25)

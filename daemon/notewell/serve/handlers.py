@@ -152,11 +152,10 @@ class Handlers:
         try:
             if req["op"] in STREAMING_OPS:
                 result = handler(req, send)
-                return None if result is SENT else {"ok": True, "result": result}
+                return None if result is SENT else _ok(result)
             with self._one_generation(req["op"]) as view:
                 # An op on the index reads through the request's one view.
-                return {"ok": True,
-                        "result": handler(req) if view is None else handler(req, view)}
+                return _ok(handler(req) if view is None else handler(req, view))
         except (api.OpError, SyncError) as e:  # refused, or a sync waited for failed
             return error_reply(e.code, str(e))
         except Exception as e:
