@@ -283,10 +283,8 @@ class ReadView:
         if allowed is not None and not allowed:
             return SearchResult(q, [], notices)
         own = text_vector(self._engine.embedder, self._engine.chunker, text, title)
-        row = None
-        if exclude is not None:
-            row = next((r for r in map(self.reads.note_row, id_forms(exclude))
-                        if r is not None), None)
+        row = None if exclude is None else next(
+            (r for r in map(self.reads.note_row, id_forms(exclude)) if r is not None), None)
         return SearchResult(q, self.searcher.near(own, limit, allowed, exclude=row), notices)
 
     def related_file(self, path: str, limit: int = 20, **filters: object) -> SearchResult:
