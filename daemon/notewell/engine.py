@@ -195,7 +195,6 @@ class ReadView:
     def __init__(self, engine: Engine, generation: Generation) -> None:
         self._engine = engine
         self.generation = generation
-        self.config = engine.config
         self.clock = engine.clock
         self.reads = generation.index.view()
         self.searcher = generation.searcher.on(self.reads)
@@ -399,8 +398,7 @@ class ReadView:
         (``work`` of ``work/project``) counting the notes of all their children once;
         by tag. ``prefix`` keeps the tags that start with it (any case, ``#`` ignored)."""
         notes: dict[str, set[int]] = {}
-        tagged = self.reads.tag_notes()
-        for tag, note in tagged:
+        for tag, note in self.reads.tag_notes():
             parts = tag.split("/")
             for n in range(1, len(parts) + 1):
                 notes.setdefault("/".join(parts[:n]), set()).add(note)
