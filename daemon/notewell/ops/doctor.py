@@ -55,10 +55,9 @@ def check_installation() -> Check:
     missing = [n for n in scripts if not os.path.isfile(alfred_workflow.script_path(n))]
     if not os.path.isdir(demo.demo_notes_dir()):
         missing.append("ops/demo_corpus")
-    fix = REINSTALL
     if missing:
         return Check(name, FAIL, f"notewell {__version__} at {here} lacks "
-                     f"{', '.join(missing)}", fix)
+                     f"{', '.join(missing)}", REINSTALL)
     on_disk = installed_version()
     if on_disk != __version__:
         return Check(name, FAIL, f"this process runs notewell {__version__}, the files at "
@@ -68,7 +67,7 @@ def check_installation() -> Check:
                             if line.startswith("typeset -g _notewell_version=")), None)
     if zsh_version != __version__:
         return Check(name, FAIL, f"the zsh client says version {zsh_version}, the package "
-                     f"{__version__}", fix)
+                     f"{__version__}", REINSTALL)
     return Check(name, OK, f"notewell {__version__} at {here} (Python "
                  f"{sys.version.split()[0]}, {sys.executable}); launcher scripts present")
 
