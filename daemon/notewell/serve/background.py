@@ -22,6 +22,7 @@ May import ``engine`` and what is below it (``index``, ``ingest``, ``memory``,
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -306,7 +307,7 @@ class Background:
                 self._waiting(None)
                 self._switch_generation()
                 # Rebuilt or re-chunked, the index is a new generation (Engine.reopen).
-                reports = engine.sync(progress=self._progress_bar,
+                reports = engine.sync(progress=functools.partial(Relay, emit=self._emit),
                                       should_stop=self.stop_event.is_set, only=only,
                                       rebuild_all=rebuild)
             self.last_reports = [r.to_dict() for r in reports]
@@ -419,9 +420,6 @@ class Background:
                 listen(event)
             if self._listeners:
                 self._rounds.notify_all()
-
-    def _progress_bar(self, label: str, total: int) -> Relay:
-        return Relay(label, total, self._emit)
 
     def _waiting(self, holder: str | None) -> None:
         """Another process holds the index's writer lock (None: no longer)."""
