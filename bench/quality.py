@@ -57,8 +57,8 @@ def run(mode: str, beir: str | None) -> dict:
         queries = load_beir_queries(beir, "test")
         index = reopened(beir_index(beir, embedder, progress=True))
         try:
-            out["scifact"] = evaluate.to_json(evaluate.evaluate_beir(index, queries, embedder,
-                                                                     methods))
+            out["scifact"] = evaluate.to_json(evaluate.rank_all(
+                index, embedder, queries, methods, evaluate.literal, evaluate.beir_ids))
         finally:
             index.close()
     return out

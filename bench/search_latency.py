@@ -48,7 +48,7 @@ def measure_size(size: str, vectors: str, n_queries: int, passes: int,
     from notewell.index.database import Index
     from notewell.index.schema import BuildSettings
     from notewell.model.runtime import default_embedder
-    from notewell.search.query import fts_match, parse
+    from notewell.search.query import fts_terms, parse
     from notewell.search.searcher import Searcher
 
     corpus = common.build_corpus(size, random_vectors=vectors == "random")
@@ -72,7 +72,7 @@ def measure_size(size: str, vectors: str, n_queries: int, passes: int,
         res["keyword_copy_mb"] = round(index.copies.nbytes()["keywords"] / 2**20)
         cache = index.copies.vector_copy
         res["vector_copy"] = ("none (exact sqlite-vec)" if cache is None else
-                              f"{cache.layout}, "
+                              f"{'int8+bits' if cache.quantized else 'float32'}, "
                               f"{cache.nbytes() / 2**20:.0f} MB")
         qvecs = embedder.embed_batch(queries)
         # Warm the model, SQLite's page cache and the FTS index.
@@ -110,7 +110,8 @@ def measure_size(size: str, vectors: str, n_queries: int, passes: int,
         parsed = [parse(q) for q in queries]
         res["bm25"] = common.pct([t for pq in parsed for t in common.timed(
             lambda pq=pq: keyword.bm25(pq), 1, warmup=0)])
-        matches = [m for m in (fts_match(pq.words, pq.partial) for pq in parsed) if m]
+        matches = [" OR ".join(t) for t in (fts_terms(pq.words, pq.partial) for pq in parsed)
+                   if t]
         res["bm25_all_words"] = common.pct([t for m in matches for t in common.timed(
             lambda m=m: index.reads.fts5_bm25(m, 80), 1, warmup=0)])
         # Exact sqlite-vec k-NN, the path used without the in-memory copy.

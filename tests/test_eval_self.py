@@ -254,9 +254,11 @@ def test_command_errors_say_what_to_do(home, tmp_path):
 
 
 def test_model_names_resolve_in_one_place(tmp_path):
+    from notewell.model import runtime
+
     current = FakeEmbedder
     assert self_eval.model_for("current", current) is current
-    assert self_eval.model_for("shipped", current) is self_eval._shipped
+    assert self_eval.model_for("shipped", current) is runtime.default_embedder
     with pytest.raises(ModelError, match=r"model\.onnx"):  # a folder: checked at once
         self_eval.model_for(str(tmp_path), current)
 

@@ -107,7 +107,7 @@ def test_a_retired_generation_held_by_a_request_is_closed_only_when_released(tmp
         assert held is first
         second = make_generation(tmp_path)
         assert gens.switch(second) is first
-        assert gens.current is second and gens.retired() == [first]
+        assert gens.current is second and gens._retired == [first]
         assert not first.closed and os.path.exists(first.index.path)
         assert first.index.counts()["notes"] == 0  # still answers
         third = make_generation(tmp_path)
@@ -115,7 +115,7 @@ def test_a_retired_generation_held_by_a_request_is_closed_only_when_released(tmp
         assert second.closed and not os.path.exists(second.index.path)
         assert not first.closed and os.path.exists(first.index.path)
     assert first.closed and not os.path.exists(first.index.path)
-    assert gens.retired() == [] and not third.closed
+    assert gens._retired == [] and not third.closed
     assert index_files(str(tmp_path)) == [os.path.basename(third.index.path)]
     gens.close()
     assert third.closed and os.path.exists(third.index.path)  # the current stays on disk
@@ -214,7 +214,7 @@ def test_requests_running_while_generations_switch_each_answer_from_one(tmp_path
         assert not failures, failures[:5]
         assert len(answered) >= SWITCHES
         # Once idle, every replaced generation is closed and its file gone.
-        assert d.engine.generations.retired() == []
+        assert d.engine.generations._retired == []
         assert all(g.closed for g in d.generations[:-1])
         assert not d.generations[-1].closed
         assert index_files(d.engine.index_dir) == [

@@ -526,8 +526,9 @@ def test_get_downloads_and_checks_without_switching(tiny, tmp_path, home):
 def test_eval_self_takes_catalog_names(home):
     from notewell.evaluation import self_eval
     from notewell.evaluation.metrics import EvalError
+    from notewell.model import runtime
 
     current = object()
-    assert self_eval.model_for(SHIPPED, current) is self_eval._shipped
+    assert self_eval.model_for(SHIPPED, current) is runtime.default_embedder
     with pytest.raises(EvalError, match=re.escape("notewell model get bge-small-en-v1.5")):
         self_eval.model_for("bge-small-en-v1.5", current)

@@ -275,14 +275,12 @@ def test_doctor_flags_a_zsh_client_that_cannot_answer_by_itself(tmp_path: Path, 
 
     broken = tmp_path / "notewell-query.zsh"
     broken.write_text("exec $NOTEWELL_PYTHON\n")  # always falls back
-    inst = alfred_workflow.Installation(python=sys.executable, client=str(tmp_path / "q"),
-                                        pythonpath=str(tmp_path), fast_client=str(broken))
+    inst = alfred_workflow.Installation(client=str(tmp_path / "q"), fast_client=str(broken))
     monkeypatch.setattr(alfred_workflow, "this_installation", lambda: inst)
     mac = doctor.check_fast_client("darwin", daemon_up=True)
     assert mac.status == "FAIL" and "Python client answers instead" in mac.detail and mac.fix
     assert doctor.check_fast_client("linux", daemon_up=True).status == "skip"
-    no_zsh = alfred_workflow.Installation(python=sys.executable, client="notewell-query",
-                                          pythonpath=str(tmp_path))
+    no_zsh = alfred_workflow.Installation(client="notewell-query")
     monkeypatch.setattr(alfred_workflow, "this_installation", lambda: no_zsh)
     damaged = doctor.check_fast_client("darwin", daemon_up=True)
     assert damaged.status == "FAIL" and "missing" in damaged.detail

@@ -32,8 +32,9 @@ PASSAGES_PER_HIT = 3
 
 
 class OpError(Exception):
-    """A read op refused its input: ``code`` as the wire says it (``bad_args``,
-    ``bad_date``, ``not_found``), the message saying what to do."""
+    """An op refused: ``code`` as the wire says it (a read's input: ``bad_args``,
+    ``bad_date``, ``not_found``; the daemon's state: ``warming_up``, ``unavailable``...),
+    the message saying what to do."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)

@@ -190,26 +190,14 @@ def glob_to_regex(glob: str) -> re.Pattern[str]:
     g = glob.strip().lstrip("/")
     if g.endswith("/"):
         g += "**"
-    out, i = [], 0
-    while i < len(g):
-        if g.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif g.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif g[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif g[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(g[i]))
-            i += 1
+    out = "".join(_GLOB.get(part) or re.escape(part)
+                  for part in re.findall(r"\*\*/|\*\*|\*|\?|.", g, re.S))
     # A pattern without '/' matches at any depth, as in .gitignore.
     prefix = "" if "/" in glob.strip().rstrip("/") else "(?:.*/)?"
-    return re.compile(prefix + "".join(out) + "$")
+    return re.compile(prefix + out + "$")
+
+
+_GLOB = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}  # the rest, itself
 
 
 def _excludes_every_note(glob: str) -> bool:
@@ -272,14 +260,8 @@ def dump(config: Config) -> str:
     if config.model is not None:
         model = {k: getattr(config.model, k) for k in MODEL_KEYS}
         data["model"] = {k: v for k, v in model.items() if v is not None}
-    sources = []
-    for s in config.sources:
-        table: dict = {"name": s.name, "type": s.type}
-        if s.path:
-            table["path"] = s.path
-        table["exclude"] = list(s.exclude)
-        table.update(s.options)
-        sources.append(table)
+    sources = [{"name": s.name, "type": s.type, **({"path": s.path} if s.path else {}),
+                "exclude": list(s.exclude), **s.options} for s in config.sources]
     if sources:
         data["sources"] = sources
     return tomli_w.dumps(data)
@@ -289,7 +271,6 @@ def save(config: Config, path: str | None = None) -> str:
     path = path or paths.config_path()
     paths.write_atomic(path, dump(config).encode("utf-8"))
     return path
-
 
 
 _HEADER = re.compile(r"^\s*\[")  # a table's or an array of tables' header line

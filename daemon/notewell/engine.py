@@ -141,11 +141,8 @@ class Engine:
         with self._sync_lock:
             syncer = Syncer(self.index, self.embedder, self.chunker, should_stop,
                             unreadable=self._unreadable)
-            reports = []
-            for src in self.sources:
-                if only is not None and src.name not in only:
-                    continue
-                reports.append(syncer.sync(src, progress=progress))
+            reports = [syncer.sync(src, progress=progress) for src in self.sources
+                       if only is None or src.name in only]
             self._drop_unconfigured()
             return reports
 
@@ -198,7 +195,6 @@ class ReadView:
     def __init__(self, engine: Engine, generation: Generation) -> None:
         self._engine = engine
         self.generation = generation
-        self.config = engine.config
         self.clock = engine.clock
         self.reads = generation.index.view()
         self.searcher = generation.searcher.on(self.reads)
@@ -217,15 +213,10 @@ class ReadView:
         title = q.text.strip()
         if not title:
             return []
-        out = []
-        for src in self._engine.sources:
-            if q.sources and src.name not in q.sources:
-                continue
-            url = src.new_note_url(title, q.tags)
-            if url:
-                out.append({"source": src.name, "kind": src.kind, "title": title,
-                            "tags": list(q.tags), "url": url})
-        return out
+        found = [(src, src.new_note_url(title, q.tags)) for src in self._engine.sources
+                 if not q.sources or src.name in q.sources]
+        return [{"source": src.name, "kind": src.kind, "title": title, "tags": list(q.tags),
+                 "url": url} for src, url in found if url]
 
     def filtered(self, q: Query, tags: Sequence[str] = (), source: str | None = None,
                  modified_after: DateBound = None, modified_before: DateBound = None
@@ -291,24 +282,20 @@ class ReadView:
         if allowed is not None and not allowed:
             return SearchResult(q, [], notices)
         own = text_vector(self._engine.embedder, self._engine.chunker, text, title)
-        row = None
-        if exclude is not None:
-            row = next((r for r in map(self.reads.note_row, id_forms(exclude))
-                        if r is not None), None)
+        row = None if exclude is None else next(
+            (r for r in map(self.reads.note_row, id_forms(exclude)) if r is not None), None)
         return SearchResult(q, self.searcher.near(own, limit, allowed, exclude=row), notices)
 
-    def related_file(self, path: str, limit: int = 20, *, tags: Sequence[str] = (),
-                     source: str | None = None, modified_after: DateBound = None,
-                     modified_before: DateBound = None) -> SearchResult:
-        """``related`` for a file's text (a Universal Action on a file): only Markdown,
-        text and PDF files up to ``requests.MAX_RELATED_FILE_BYTES``; when the file is a
-        note of a configured source, that note is read through it and left out of the
-        answer. Raises ``ArgumentError`` saying what cannot be read."""
+    def related_file(self, path: str, limit: int = 20, **filters: object) -> SearchResult:
+        """``related`` for a file's text (a Universal Action on a file), within
+        ``related``'s filters: only Markdown, text and PDF files up to
+        ``requests.MAX_RELATED_FILE_BYTES``; when the file is a note of a configured
+        source, that note is read through it and left out of the answer. Raises
+        ``ArgumentError`` saying what cannot be read."""
         note_id, title, text = self._file_text(path)
         indexed = note_id is not None and self.reads.note_record(note_id) is not None
-        return self.related(text, limit, tags=tags, source=source,
-                            modified_after=modified_after, modified_before=modified_before,
-                            exclude=note_id if indexed else None, title=title)
+        return self.related(text, limit, **filters, exclude=note_id if indexed else None,
+                            title=title)
 
     def _file_text(self, path: str) -> tuple[str | None, str, str]:
         """(the note id the file has in a configured source, or None; title; text)."""
@@ -411,8 +398,7 @@ class ReadView:
         (``work`` of ``work/project``) counting the notes of all their children once;
         by tag. ``prefix`` keeps the tags that start with it (any case, ``#`` ignored)."""
         notes: dict[str, set[int]] = {}
-        tagged = self.reads.tag_notes()
-        for tag, note in tagged:
+        for tag, note in self.reads.tag_notes():
             parts = tag.split("/")
             for n in range(1, len(parts) + 1):
                 notes.setdefault("/".join(parts[:n]), set()).add(note)

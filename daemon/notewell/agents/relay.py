@@ -129,11 +129,9 @@ def pump(sock) -> int:
     closes; stdin's end half-closes the socket, which ends the daemon's session (as the
     end of stdin ends an MCP server on stdio), and with it this relay."""
     def upstream() -> None:
-        try:
+        with contextlib.suppress(OSError):
             while data := os.read(0, CHUNK):
                 sock.sendall(data)
-        except OSError:
-            pass
         with contextlib.suppress(OSError):
             sock.shutdown(1)  # SHUT_WR: the daemon closes its side in turn
 

@@ -112,7 +112,6 @@ class NotewellTools:
         return types.ReadResourceResult(contents=[types.TextResourceContents(
             uri=uri, mime_type="text/markdown", text=body)])
 
-
     def _whole_note(self, note_id: str) -> tuple[str, tuple[int, int] | None]:
         """The note's text up to ``RESOURCE_MAX_CHARS``, and (next offset, total) when
         there is more."""

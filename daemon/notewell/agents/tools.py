@@ -35,57 +35,52 @@ def _nullable(kind: str, **extra: Any) -> dict:
     return {"type": [kind, "null"], **extra}
 
 
+def _object(properties: dict, optional: tuple[str, ...] = ()) -> dict:
+    """An object schema: every property required but those ``optional``."""
+    return {"type": "object", "properties": properties,
+            "required": [name for name in properties if name not in optional]}
+
+
 _STR_LIST = {"type": "array", "items": {"type": "string"}}
 _NOTE_ID = "A note_id from search_notes, recent_notes or similar_notes."
 
 _SPANS = {"type": "array", "items": {"type": "array", "items": {"type": "integer"},
                                      "minItems": 2, "maxItems": 2}}
-HIT = {
-    "type": "object",
-    "properties": {
-        "note_id": {"type": "string"},
-        "title": {"type": "string"},
-        "source": {"type": "string"},
-        "url": {"type": "string", "description": "Opens the note in its app."},
-        "path": _nullable("string"),
-        "tags": _STR_LIST,
-        "heading_path": {"type": "string", "description": "Headings above the passage "
-                         "that matched, outermost first, joined by ' > '."},
-        "snippet": {"type": "string", "maxLength": SNIPPET_CHARS},
-        "spans": {**_SPANS, "description": "Where the query's words are in the snippet: "
-                  "[start, end) character offsets (for a note found by meaning alone, "
-                  "none, or its sentence nearest the query)."},
-        "passages": {
-            "type": "array", "maxItems": 3,
-            "description": "The note's best matching passages, best first (the snippet's "
-                           "first), each cut around its first match.",
-            "items": {"type": "object", "properties": {
-                "heading_path": {"type": "string"},
-                "text": {"type": "string", "maxLength": SNIPPET_CHARS},
-                "spans": {**_SPANS, "description": "The query's words in text."},
-                "score": {"type": "number"}},
-                "required": ["heading_path", "text", "spans", "score"]}},
-        "score": {"type": "number"},
-        "modified": _nullable("string", description="ISO 8601, local time."),
-        "archived": {"type": "boolean"},
-    },
-    "required": ["note_id", "title", "source", "url", "path", "tags", "heading_path",
-                 "snippet", "score", "modified", "archived"],
-}
+HIT = _object({
+    "note_id": {"type": "string"},
+    "title": {"type": "string"},
+    "source": {"type": "string"},
+    "url": {"type": "string", "description": "Opens the note in its app."},
+    "path": _nullable("string"),
+    "tags": _STR_LIST,
+    "heading_path": {"type": "string", "description": "Headings above the passage "
+                     "that matched, outermost first, joined by ' > '."},
+    "snippet": {"type": "string", "maxLength": SNIPPET_CHARS},
+    "spans": {**_SPANS, "description": "Where the query's words are in the snippet: "
+              "[start, end) character offsets (for a note found by meaning alone, "
+              "none, or its sentence nearest the query)."},
+    "passages": {
+        "type": "array", "maxItems": 3,
+        "description": "The note's best matching passages, best first (the snippet's "
+                       "first), each cut around its first match.",
+        "items": _object({
+            "heading_path": {"type": "string"},
+            "text": {"type": "string", "maxLength": SNIPPET_CHARS},
+            "spans": {**_SPANS, "description": "The query's words in text."},
+            "score": {"type": "number"}})},
+    "score": {"type": "number"},
+    "modified": _nullable("string", description="ISO 8601, local time."),
+    "archived": {"type": "boolean"},
+}, optional=("spans", "passages"))
 BEHIND = {
+    **_object({"minutes": {"type": "integer"}, "sources": _STR_LIST,
+               "error": _nullable("string")}, optional=("error",)),
     "type": ["object", "null"],
     "description": "Null when the index is up to date; else how many minutes it lags and "
                    "behind which sources.",
-    "properties": {"minutes": {"type": "integer"}, "sources": _STR_LIST,
-                   "error": _nullable("string")},
-    "required": ["minutes", "sources"],
 }
-HITS = {
-    "type": "object",
-    "properties": {"hits": {"type": "array", "items": HIT},
-                   "notices": {**_STR_LIST, "description": "Why a filter matched nothing."}},
-    "required": ["hits", "notices"],
-}
+HITS = _object({"hits": {"type": "array", "items": HIT},
+                "notices": {**_STR_LIST, "description": "Why a filter matched nothing."}})
 
 
 def _input(op: str, descriptions: dict[str, str | None]) -> dict:
@@ -140,8 +135,7 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
             "modified_after": None,
             "modified_before": None,
         }),
-        {**HITS, "properties": {**HITS["properties"], "behind": BEHIND},
-         "required": ["hits", "notices", "behind"]},
+        _object({**HITS["properties"], "behind": BEHIND}),
     ),
     ToolSpec(
         "get_note", "Read a note",
@@ -150,23 +144,17 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
         "Linux'). Long notes come in pages: call again with offset=next_offset.",
         "note", _input("note", {"note_id": _NOTE_ID, "heading": None, "offset": None,
                                 "max_chars": None}),
-        {
-            "type": "object",
-            "properties": {
-                "note_id": {"type": "string"}, "title": {"type": "string"},
-                "source": {"type": "string"}, "url": {"type": "string"},
-                "path": _nullable("string"), "tags": _STR_LIST,
-                "modified": _nullable("string"), "heading": _nullable("string"),
-                "text": {"type": "string"}, "offset": {"type": "integer"},
-                "total_chars": {"type": "integer"},
-                "next_offset": _nullable("integer", description="Where the next page "
-                                         "starts; null on the last page."),
-                "headings": {**_STR_LIST, "description": "Every heading of the note."},
-            },
-            "required": ["note_id", "title", "source", "url", "path", "tags", "modified",
-                         "heading", "text", "offset", "total_chars", "next_offset",
-                         "headings"],
-        },
+        _object({
+            "note_id": {"type": "string"}, "title": {"type": "string"},
+            "source": {"type": "string"}, "url": {"type": "string"},
+            "path": _nullable("string"), "tags": _STR_LIST,
+            "modified": _nullable("string"), "heading": _nullable("string"),
+            "text": {"type": "string"}, "offset": {"type": "integer"},
+            "total_chars": {"type": "integer"},
+            "next_offset": _nullable("integer", description="Where the next page "
+                                     "starts; null on the last page."),
+            "headings": {**_STR_LIST, "description": "Every heading of the note."},
+        }),
     ),
     ToolSpec(
         "similar_notes", "Notes similar to a note or a text",
@@ -190,42 +178,28 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (
         "paths (work/projects), a parent counting its children's notes. `prefix` keeps "
         f"the tags starting with it. At most {MAX_TAGS_LISTED} are listed.",
         "tags", _input("tags", {"prefix": None}),
-        {
-            "type": "object",
-            "properties": {
-                "tags": {"type": "array", "items": {
-                    "type": "object", "required": ["tag", "notes"],
-                    "properties": {"tag": {"type": "string"}, "notes": {"type": "integer"}}}},
-                "total": {"type": "integer", "description": "Tags matching, listed or not."},
-            },
-            "required": ["tags", "total"],
-        },
+        _object({
+            "tags": {"type": "array", "items": _object(
+                {"tag": {"type": "string"}, "notes": {"type": "integer"}})},
+            "total": {"type": "integer", "description": "Tags matching, listed or not."},
+        }),
     ),
     ToolSpec(
         "index_status", "Index status",
         "What notewell has indexed: per source the notes, last sync and last error; "
         "whether the index is behind its sources.",
         "status", _input("status", {}),
-        {
-            "type": "object",
-            "properties": {
-                "state": {"type": "string"}, "version": {"type": "string"},
-                "notes": {"type": "integer"}, "chunks": {"type": "integer"},
-                "last_sync": _nullable("string"), "behind": BEHIND,
-                "rebuilding": {"type": "boolean"},
-                "sources": {"type": "array", "items": {
-                    "type": "object",
-                    "required": ["name", "type", "notes", "last_sync", "last_error",
-                                 "pending"],
-                    "properties": {
-                        "name": {"type": "string"}, "type": {"type": "string"},
-                        "notes": {"type": "integer"}, "last_sync": _nullable("string"),
-                        "last_error": _nullable("string"), "pending": {"type": "integer"}}}},
-                "errors": _STR_LIST,
-            },
-            "required": ["state", "version", "notes", "chunks", "last_sync", "behind",
-                         "rebuilding", "sources", "errors"],
-        },
+        _object({
+            "state": {"type": "string"}, "version": {"type": "string"},
+            "notes": {"type": "integer"}, "chunks": {"type": "integer"},
+            "last_sync": _nullable("string"), "behind": BEHIND,
+            "rebuilding": {"type": "boolean"},
+            "sources": {"type": "array", "items": _object({
+                "name": {"type": "string"}, "type": {"type": "string"},
+                "notes": {"type": "integer"}, "last_sync": _nullable("string"),
+                "last_error": _nullable("string"), "pending": {"type": "integer"}})},
+            "errors": _STR_LIST,
+        }),
     ),
 )}
 
@@ -329,11 +303,9 @@ def structured(name: str, result: dict, args: dict[str, Any]) -> dict:
         if name == "search_notes":
             out["behind"] = _behind(result.get("behind"))
         return out
-    if name == "get_note":
-        keys = ("note_id", "title", "source", "url", "path", "tags", "heading", "text",
-                "offset", "total_chars", "next_offset", "headings")
-        return {**{k: result.get(k) for k in keys}, "tags": list(result.get("tags") or []),
-                "modified": iso(result.get("modified"))}
+    if name == "get_note":  # the keys of its output schema
+        return {**{k: result.get(k) for k in TOOLS[name].output_schema["properties"]},
+                "tags": list(result.get("tags") or []), "modified": iso(result.get("modified"))}
     if name == "list_tags":
         tags = result.get("tags", [])
         return {"tags": tags[:MAX_TAGS_LISTED], "total": len(tags)}

@@ -179,6 +179,12 @@ def _update_here(args: argparse.Namespace, *, rebuild: bool, quiet: bool,
     return [r.to_dict() for r in reports]
 
 
+def fail(message: str, code: int = 1) -> int:
+    """Say ``message`` on stderr as notewell's; ``code``, the command's exit status."""
+    print(f"notewell: {message}", file=sys.stderr)
+    return code
+
+
 def say_waiting(holder: str) -> None:
     print(f"notewell: waiting for {holder} to finish writing the index…", file=sys.stderr,
           flush=True)

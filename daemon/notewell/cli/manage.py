@@ -12,6 +12,7 @@ import time
 from notewell.cli.common import (
     arg,
     command,
+    fail,
     load_config,
     one_of,
     one_shot_engine,
@@ -44,9 +45,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_index(args: argparse.Namespace) -> int:
     config = load_config()
     if not config.sources:
-        print(f"notewell: no sources in {config.path}; add a [[sources]] table "
-              "(README, \"Configuration\") or run `notewell setup`", file=sys.stderr)
-        return 1
+        return fail(f"no sources in {config.path}; add a [[sources]] table "
+                    "(README, \"Configuration\") or run `notewell setup`")
     start = time.monotonic()
     reports = update_index(args, rebuild=args.rebuild, quiet=args.quiet,
                            who="notewell index --rebuild" if args.rebuild else "notewell index")
@@ -164,8 +164,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
             return 0 if st.running else 1
         print(getattr(agent, args.action)())
     except agent.AgentError as e:
-        print(f"notewell: {e}", file=sys.stderr)
-        return 1
+        return fail(str(e))
     return 0
 
 
@@ -230,9 +229,8 @@ def cmd_model(args: argparse.Namespace) -> int:
         print("Switch with `notewell model use NAME` (a download only when you run it).")
         return 0
     if not args.name:
-        print(f"notewell: `notewell model {args.action} NAME`: which model? "
-              "(`notewell model list`)", file=sys.stderr)
-        return 2
+        return fail(f"`notewell model {args.action} NAME`: which model? "
+                    "(`notewell model list`)", 2)
     bars = sys.stderr.isatty() and not args.quiet  # progress on a terminal only
 
     def byte_bar(label: str, total: int):
@@ -346,19 +344,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     methods = [m.strip() for m in (args.methods or default).split(",") if m.strip()]
     unknown = [m for m in methods if m not in evaluate.METHODS]
     if unknown or not methods:
-        print(f"notewell: unknown method {', '.join(unknown) or '(none)'}; choose from "
-              f"{', '.join(evaluate.METHODS)}", file=sys.stderr)
-        return 2
+        return fail(f"unknown method {', '.join(unknown) or '(none)'}; choose from "
+                    f"{', '.join(evaluate.METHODS)}", 2)
     if args.notes and not (args.golden or args.self_eval):
-        print("notewell: --notes goes with --golden FILE or --self", file=sys.stderr)
-        return 2
+        return fail("--notes goes with --golden FILE or --self", 2)
     if not args.self_eval and (args.models, args.queries, args.kinds) != (None, None, None):
-        print("notewell: --models, --queries and --kinds go with --self", file=sys.stderr)
-        return 2
+        return fail("--models, --queries and --kinds go with --self", 2)
     if args.self_eval and args.typos:
-        print("notewell: --typos goes with the demo set, --golden FILE or --beir DIR, not "
-              "--self", file=sys.stderr)
-        return 2
+        return fail("--typos goes with the demo set, --golden FILE or --beir DIR, not --self",
+                    2)
     progress = not args.json
     ranking = Ranking(typos=False) if args.no_typos else None
     if args.self_eval:
@@ -374,12 +368,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             what = f"{args.beir} ({args.split} split)"
             results = evaluate.run_beir(args.beir, args.split, args.embedder(), methods,
                                         ranking, progress, judge)
-        elif args.golden and args.notes:
-            what = f"{args.golden} over {args.notes}"
-            results = evaluate.run_folder_golden(args.golden, args.notes, args.embedder(),
-                                                 methods, ranking, progress=progress,
-                                                 judge=judge)
-        elif args.golden:
+        elif args.golden and not args.notes:
             what = f"{args.golden} over the configured index"
             engine = one_shot_engine(args)
             try:
@@ -387,16 +376,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
                                               methods, ranking, judge)
             finally:
                 engine.close()
-        else:
-            what = "the demo golden set over the demo notes"
+        else:  # a golden set over a folder: the one given, or the demo's
             from notewell.ops.demo import demo_golden_path, demo_notes_dir
 
-            results = evaluate.run_folder_golden(demo_golden_path(), demo_notes_dir(),
-                                                 args.embedder(), methods, ranking,
-                                                 name="demo", progress=progress, judge=judge)
+            what = (f"{args.golden} over {args.notes}" if args.golden
+                    else "the demo golden set over the demo notes")
+            results = evaluate.run_folder_golden(
+                args.golden or demo_golden_path(), args.notes or demo_notes_dir(),
+                args.embedder(), methods, ranking, name="notes" if args.golden else "demo",
+                progress=progress, judge=judge)
     except evaluate.EvalError as e:
-        print(f"notewell: {e}", file=sys.stderr)
-        return 1
+        return fail(str(e))
     if args.json:
         print(json.dumps(typos.to_json(results) if args.typos else evaluate.to_json(results),
                          indent=2))
@@ -419,24 +409,20 @@ def _eval_self(args: argparse.Namespace, methods: list[str], ranking) -> int:
              if k.strip()]
     count = known_items.QUERIES if args.queries is None else args.queries
     if not specs or count < 1 or not kinds or set(kinds) - set(known_items.KIND_NAMES):
-        print("notewell: --self wants --models with at least one model, --queries of 1 or "
-              f"more and --kinds from {', '.join(known_items.KIND_NAMES)}", file=sys.stderr)
-        return 2
+        return fail("--self wants --models with at least one model, --queries of 1 or more "
+                    f"and --kinds from {', '.join(known_items.KIND_NAMES)}", 2)
     start = time.monotonic()
     try:
         models = [(spec, self_eval.model_for(spec, args.embedder)) for spec in specs]
         if args.notes:
-            source = folder_source(args.notes)
-            configs = [source.config]
-            sources = [source]
-            what = args.notes
+            sources = [folder_source(args.notes)]
+            configs, what = [sources[0].config], args.notes
         else:
             config = load_config()
             configs = list(config.sources)
             if not configs:
-                print(f"notewell: no sources in {config.path}; pass --notes DIR, or add a "
-                      "[[sources]] table (see README, \"Configuration\")", file=sys.stderr)
-                return 1
+                return fail(f"no sources in {config.path}; pass --notes DIR, or add a "
+                            "[[sources]] table (see README, \"Configuration\")")
             sources = [open_source(c) for c in configs]
             what = ", ".join(c.name for c in configs)
         notes = known_items.read_notes(sources)
@@ -444,8 +430,7 @@ def _eval_self(args: argparse.Namespace, methods: list[str], ranking) -> int:
                                     count, methods, ranking, progress=not args.json,
                                     kinds=kinds)
     except EvalError as e:
-        print(f"notewell: {e}", file=sys.stderr)
-        return 1
+        return fail(str(e))
     if args.json:
         print(json.dumps(self_eval.to_json(result), indent=2))
         return 0
@@ -476,22 +461,18 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         from notewell.ops import mcp_clients
 
         if not args.client:
-            print("notewell: mcp install needs --client claude-desktop|claude-code|cursor",
-                  file=sys.stderr)
-            return 2
+            return fail("mcp install needs --client claude-desktop|claude-code|cursor", 2)
         try:
             print(mcp_clients.install(args.client, dry_run=args.dry_run))
         except mcp_clients.ClientConfigError as e:
-            print(f"notewell: {e}", file=sys.stderr)
-            return 1
+            return fail(str(e))
         if not args.dry_run:  # the daemon loads the MCP server at start from now on
             from notewell.wire import paths
 
             paths.write_atomic(paths.mcp_marker(), args.client.encode())
         return 0
     if args.client or args.dry_run:
-        print("notewell: --client and --dry-run go with `notewell mcp install`", file=sys.stderr)
-        return 2
+        return fail("--client and --dry-run go with `notewell mcp install`", 2)
     from notewell.agents import relay
 
     return relay.run(start=not args.no_start, wait=args.wait)

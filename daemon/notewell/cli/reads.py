@@ -30,11 +30,12 @@ NOTE_FILTERS = (
     arg("--before", help="modified before this date"))
 
 
-def date_filters(args: argparse.Namespace) -> dict:
-    """The date filters given, checked here so a bad one fails before anything loads."""
+def filters(args: argparse.Namespace) -> dict:
+    """The filters the command takes (``--source``, ``--tag``, the dates), the dates
+    checked here so a bad one fails before anything loads."""
     from notewell.search import dates
 
-    found = {}
+    found = {name: getattr(args, name) for name in ("source", "tags") if hasattr(args, name)}
     for flag, name in (("after", "modified_after"), ("before", "modified_before")):
         value = getattr(args, flag, None)
         if value is not None:
@@ -59,6 +60,13 @@ def read_op(args: argparse.Namespace, op: str, **kw) -> dict:
         return local_answer(args, op, kw)
     except api.OpError as e:
         raise SystemExit(f"notewell: {e}") from None
+
+
+def print_answer(args: argparse.Namespace, op: str, **kw) -> int:
+    """The hits ``op`` answers (``read_op``) within the filters given, printed."""
+    result = read_op(args, op, **kw, **filters(args))
+    print_hits(result["hits"], result["notices"], args.json)
+    return 0
 
 
 def local_answer(args: argparse.Namespace, op: str, kw: dict) -> dict:
@@ -93,11 +101,8 @@ def local_answer(args: argparse.Namespace, op: str, kw: dict) -> dict:
                         "2025-06 (a month), 2025, or a time ago: 7d, 2w, 3m, 1y"),
                     arg("--before", help="only notes modified before this date (same forms)")))
 def cmd_search(args: argparse.Namespace) -> int:
-    query = " ".join(args.query)
-    result = read_op(args, "search", query=query, limit=args.limit, mode=args.mode,
-                   **date_filters(args))
-    print_hits(result["hits"], result["notices"], args.json)
-    return 0
+    return print_answer(args, "search", query=" ".join(args.query), limit=args.limit,
+                        mode=args.mode)
 
 
 @command(help="the most recently modified notes",
@@ -105,10 +110,7 @@ def cmd_search(args: argparse.Namespace) -> int:
          "2025-06 (a month), 2025, or a time ago: 7d, 2w, 3m, 1y.",
          arguments=(limit("recent"), *NOTE_FILTERS, JSON))
 def cmd_recent(args: argparse.Namespace) -> int:
-    result = read_op(args, "recent", limit=args.limit, source=args.source, tags=args.tags,
-                   **date_filters(args))
-    print_hits(result["hits"], result["notices"], args.json)
-    return 0
+    return print_answer(args, "recent", limit=args.limit)
 
 
 @command(help="a note's text, or one section of it",
@@ -158,9 +160,7 @@ def cmd_tags(args: argparse.Namespace) -> int:
          arguments=(arg("note_id"), limit("similar"), JSON))
 def cmd_similar(args: argparse.Namespace) -> int:
     # strict: an unknown id is an error (exit 1), not an empty list.
-    result = read_op(args, "similar", note_id=args.note_id, limit=args.limit, strict=True)
-    print_hits(result["hits"], result["notices"], args.json)
-    return 0
+    return print_answer(args, "similar", note_id=args.note_id, limit=args.limit, strict=True)
 
 
 @command(help="notes closest in meaning to any text (an argument, stdin, or a file)",
@@ -190,10 +190,7 @@ def cmd_related(args: argparse.Namespace) -> int:
             text = args.text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         given = {"text": text[:MAX_RELATED_CHARS],
                  "truncated": len(text) > MAX_RELATED_CHARS}
-    result = read_op(args, "related", limit=args.limit, source=args.source, tags=args.tags,
-                     **given, **date_filters(args))
-    print_hits(result["hits"], result["notices"], args.json)
-    return 0
+    return print_answer(args, "related", limit=args.limit, **given)
 
 
 @command(help="what is indexed, per source, and the daemon's state",

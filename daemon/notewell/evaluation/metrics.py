@@ -79,10 +79,8 @@ def aggregate(per_query: dict[str, dict[str, float]], queries: Sequence[EvalQuer
         groups["all"].append(q.id)
         if q.type != "all":
             groups[q.type].append(q.id)
-    out = {}
-    for name, ids in groups.items():
-        out[name] = {m: sum(per_query[i][m] for i in ids) / len(ids) for m in METRICS}
-    return out
+    return {name: {m: sum(per_query[i][m] for i in ids) / len(ids) for m in METRICS}
+            for name, ids in groups.items()}
 
 
 def _unique(ranked: Sequence[str]) -> list[str]:
@@ -130,10 +128,8 @@ def load_beir_queries(directory: str, split: str) -> list[EvalQuery]:
             if len(parts) < 3 or parts[0] == "query-id":
                 continue
             qrels[parts[0]][parts[1]] = int(parts[2])
-    texts = {}
-    for row in jsonl(os.path.join(directory, "queries.jsonl")):
-        if row["_id"] in qrels:
-            texts[row["_id"]] = row["text"]
+    texts = {row["_id"]: row["text"] for row in jsonl(os.path.join(directory, "queries.jsonl"))
+             if row["_id"] in qrels}
     missing = set(qrels) - set(texts)
     if missing:
         raise EvalError(f"{len(missing)} queries in {qrels_path} are not in queries.jsonl")

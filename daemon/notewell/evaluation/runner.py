@@ -77,15 +77,12 @@ def rank_queries(searcher: Searcher, queries: Sequence[EvalQuery], methods: Sequ
                  ) -> dict[str, dict[str, dict[str, float]]]:
     """``{method: {query id: {metric: value}}}``: each query's own scores."""
     parsed = {q.id: read(q.text) for q in queries}
-    out = {}
-    for method in methods:
-        per_query = {}
-        for q in queries:
-            ranked = [key_for(identify(n), q.relevant) for n in rank(searcher, method,
-                                                                     parsed[q.id])]
-            per_query[q.id] = query_metrics(ranked, q.relevant)
-        out[method] = per_query
-    return out
+
+    def scores(method: str, q: EvalQuery) -> dict[str, float]:
+        ranked = [key_for(identify(n), q.relevant) for n in rank(searcher, method, parsed[q.id])]
+        return query_metrics(ranked, q.relevant)
+
+    return {method: {q.id: scores(method, q) for q in queries} for method in methods}
 
 
 def key_for(keys: Iterable[str], relevant: dict[str, int]) -> str:
@@ -148,13 +145,6 @@ def run_beir(directory: str, split: str, embedder: Embedder,
                                    ranking)
     finally:
         index.close()
-
-
-def evaluate_beir(index: Index, queries: Sequence[EvalQuery], embedder: Embedder,
-                  methods: Sequence[str] = METHODS, ranking: Ranking | None = None
-                  ) -> dict[str, dict[str, dict[str, float]]]:
-    """A BEIR dataset's ``queries`` over ``index``, its corpus (``corpora.beir_index``)."""
-    return rank_all(index, embedder, queries, methods, literal, beir_ids, ranking)
 
 
 def rank_all(index: Index, embedder: Embedder, queries: Sequence[EvalQuery],

@@ -50,13 +50,11 @@ def model_for(spec: str, current: MakeModel) -> MakeModel:
     takes it)."""
     if spec == "current":
         return current
-    if spec == "shipped":
-        return _shipped
-    from notewell.model import catalog
+    from notewell.model import catalog, runtime
 
+    if spec == "shipped" or (spec in catalog.CATALOG and catalog.CATALOG[spec].shipped):
+        return runtime.default_embedder
     if spec in catalog.CATALOG:
-        if catalog.CATALOG[spec].shipped:
-            return _shipped
         if catalog.installed(spec) is None:
             raise EvalError(f"--models: {spec} is not downloaded; `notewell model get {spec}` "
                             "downloads and checks it without switching to it")
@@ -67,16 +65,9 @@ def model_for(spec: str, current: MakeModel) -> MakeModel:
                         "model.onnx and tokenizer.json, or current (the model config.toml "
                         "names) or shipped")
     from notewell.model.custom import open_folder
-    from notewell.model.runtime import custom_embedder
 
     folder = open_folder(path)  # its files checked now, before any model is run
-    return lambda: custom_embedder(folder)
-
-
-def _shipped() -> Embedder:
-    from notewell.model import runtime
-
-    return runtime.default_embedder()
+    return lambda: runtime.custom_embedder(folder)
 
 
 def corpus_key(sources: Sequence[SourceConfig]) -> str:
@@ -134,10 +125,8 @@ def format_table(result: SelfEval) -> str:
         lines.append(f"  {'ranker':<10}" + "".join(f"{label:>{width}}" for label in labels))
         methods = dict.fromkeys(m for _, res in result.models.values() for m in res)
         for method in methods:
-            cells = []
-            for label in labels:
-                values = result.models[label][1][method][group]
-                cells.append(f"{values['recall@5']:.3f} / {values['mrr@10']:.3f}")
+            cells = [f"{v['recall@5']:.3f} / {v['mrr@10']:.3f}"
+                     for v in (result.models[label][1][method][group] for label in labels)]
             lines.append(f"  {method:<10}" + "".join(f"{c:>{width}}" for c in cells))
     # Two systems on the same queries: a gap under about 1/sqrt(n) is within the usual
     # 95% interval of a paired difference (see docs/search-quality.md).

@@ -130,10 +130,8 @@ def compare(index: Index, embedder: Embedder, queries: Sequence[EvalQuery],
     metrics}}, "clean_english": the clean scores of the queries the typo set holds,
     "worse": [the queries ranked worse with correction on]}``."""
     base = ranking or Ranking()
-    on = Searcher(index, embedder, dataclasses.replace(base, typos=True),
-                  cache_size=4 * len(queries))
-    off = Searcher(index, embedder, dataclasses.replace(base, typos=False),
-                   cache_size=4 * len(queries))
+    on, off = (Searcher(index, embedder, dataclasses.replace(base, typos=typos),
+                        cache_size=4 * len(queries)) for typos in (True, False))
     typed = typo_set(queries)
     seeded = {q.id for q, clean in zip(typed, (q for q in queries if english(q)))
               if q.text != clean.text}

@@ -320,7 +320,12 @@ class Copies:
         self._in_background("keywords", self._load_keywords, wait, retry_now=True)
 
     def _load_keywords(self, conn: apsw.Connection) -> None:
-        copy = _read_keywords(conn, self._closed.is_set)
+        """A keyword copy of every chunk, read in one transaction, published unless the
+        copies closed meanwhile."""
+        with conn:  # the epoch and the rows agree
+            copy = keywords.build(sql.keyword_rows(conn), Tokens(conn), COLUMN_WEIGHTS,
+                                  sql.chunks_epoch(conn), self._closed.is_set,
+                                  titles=sql.title_rows(conn))
         if copy is not None:
             self._publish("_keywords", copy)
 
@@ -419,15 +424,6 @@ class Copies:
         elif before is not None and not self._closed.is_set():
             log.info("the in-memory %s copy loaded after %d failed tries", what,
                      before.failures)
-
-
-def _read_keywords(conn: apsw.Connection, cancelled: Callable[[], bool] = lambda: False
-                   ) -> KeywordIndex | None:
-    """A keyword copy of every chunk, read in one transaction (None if cancelled)."""
-    with conn:  # the epoch and the rows agree
-        epoch = sql.chunks_epoch(conn)
-        return keywords.build(sql.keyword_rows(conn), Tokens(conn), COLUMN_WEIGHTS, epoch,
-                              cancelled, titles=sql.title_rows(conn))
 
 
 def _append_rows(cache: VectorCache, rows: list[tuple[int, bytes]], max_id: int = 0) -> None:

@@ -369,7 +369,6 @@ class Index:
                 (source, kind, pending, time.time()),
             )
 
-
     def import_vectors(self, path: str) -> None:
         """Store every vector of the index file at ``path``, if it was built with this
         embedder, under the same content hashes: a rebuild beside it then embeds only

@@ -192,11 +192,6 @@ class VectorCache:
         """The point sign bits are taken around (None until the first codes are made)."""
         return self._center
 
-    @property
-    def layout(self) -> str:
-        """How the copy answers, for people: "float32" or "int8+bits"."""
-        return "int8+bits" if self.quantized else "float32"
-
     # -- filling ----------------------------------------------------------------------------
 
     def append(self, ids: np.ndarray, vectors: np.ndarray, max_id: int | None = None) -> None:

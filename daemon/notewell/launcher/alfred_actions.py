@@ -70,34 +70,25 @@ def show_alfred(query: str, env: Mapping[str, str], run: Runner) -> None:
     """Show the Script Filter again on ``query`` through the workflow's External Trigger.
     The query travels as an argv item, never inside the AppleScript text."""
     bundle = env.get("alfred_workflow_bundleid") or BUNDLE_ID
-    script = [
-        "on run argv",
-        f'tell application id "{ALFRED_APP}" to run trigger "{SEARCH_TRIGGER}" in workflow '
-        "(item 1 of argv) with argument (item 2 of argv)",
-        "end run",
-    ]
-    cmd = ["osascript"]
-    for line in script:
-        cmd += ["-e", line]
-    run([*cmd, bundle, query], check=False)
+    tell = (f'tell application id "{ALFRED_APP}" to run trigger "{SEARCH_TRIGGER}" in workflow '
+            "(item 1 of argv) with argument (item 2 of argv)")
+    run(["osascript", "-e", "on run argv", "-e", tell, "-e", "end run", bundle, query],
+        check=False)
 
 
 def perform(action: str, arg: str, env: Mapping[str, str], run: Runner,
             spawn: Runner) -> str:
     """Do ``action`` on ``arg``; returns a short line for Alfred's debugger."""
     utf8 = dict(os.environ, LANG=env.get("LANG") or "en_US.UTF-8")
-    if action == "open":
+    if action in ("open", "create"):
+        # For create, the app's own URL scheme creates the note (Bear's create, Obsidian's
+        # new, the editor's template): notewell never writes one.
         run(["open", arg], check=False)
-        return f"opened {arg}"
+        return f"opened {arg}" if action == "open" else f"asked the app to create {arg}"
     if action == "search":
         # A tag chosen from the list while typing "#wor": Alfred again, on "#work ".
         show_alfred(arg, env, run)
         return f"searching {arg!r}"
-    if action == "create":
-        # The app's own URL scheme creates the note (Bear's create, Obsidian's new, the
-        # editor's template): notewell never writes one.
-        run(["open", arg], check=False)
-        return f"asked the app to create {arg}"
     if action == "reveal":
         run(["open", "-R", arg], check=False)
         return f"revealed {arg}"

@@ -123,27 +123,21 @@ Python nor upgrading notewell needs a new workflow.
 
 @dataclass(frozen=True)
 class Installation:
-    """This package's clients as the demo and ``doctor`` run them: the interpreter, the
-    Python client, where the package lives, and the zsh client (None only where it is
-    missing); and the NOTEWELL_HOME the workflow passes on. The workflow holds only that
-    home (Python paths change with every Python upgrade)."""
+    """This package's clients as the demo and ``doctor`` run them: the Python client and
+    the zsh client (None only where it is missing); and the NOTEWELL_HOME the workflow
+    passes on. The workflow holds only that home (Python paths change with every Python
+    upgrade)."""
 
-    python: str
     client: str
-    pythonpath: str
     home: str | None = None  # NOTEWELL_HOME, passed through when set
     fast_client: str | None = None
 
 
 def this_installation() -> Installation:
-    """The interpreter running now and the clients shipped in this package, wherever it is
-    (a checkout's ``daemon/`` or an install's ``site-packages``)."""
-    package_parent = os.path.dirname(os.path.dirname(SCRIPTS))
-    package_parent = os.path.dirname(package_parent)
+    """The clients shipped in this package, wherever it is (a checkout's ``daemon/`` or an
+    install's ``site-packages``)."""
     fast = os.path.realpath(script_path(ZSH_CLIENT))
-    return Installation(python=os.path.abspath(sys.executable),
-                        client=os.path.realpath(script_path(PYTHON_CLIENT)),
-                        pythonpath=package_parent,
+    return Installation(client=os.path.realpath(script_path(PYTHON_CLIENT)),
                         home=os.environ.get("NOTEWELL_HOME") or None,
                         fast_client=fast if os.path.exists(fast) else None)
 
@@ -181,36 +175,17 @@ def info_plist(home: str | None = None) -> dict:
     uidata: dict[str, dict] = {sf: {"xpos": 60, "ypos": 200}}
     for row, (name, modifier, action, label) in enumerate(ACTIONS):
         uid = _uid(f"action/{name}")
-        objects.append({
-            "uid": uid,
-            "type": "alfred.workflow.action.script",
-            "version": 2,
-            "config": {
-                "type": SCRIPT_ZSH,
-                "script": action_command(action),
-                "scriptfile": "",
-                "scriptargtype": ARGV,
-                "escaping": 0,
-                "concurrently": False,
-            },
-        })
+        objects.append(_object(uid, "action.script", 2, {
+            "type": SCRIPT_ZSH, "script": action_command(action), "scriptfile": "",
+            "scriptargtype": ARGV, "escaping": 0, "concurrently": False}))
         connections[sf].append(_wire(uid, modifier, "" if not modifier else label))
         uidata[uid] = {"xpos": 360, "ypos": 40 + 120 * row, "note": label}
-    call = _uid("call/similar")
-    trigger = _uid("trigger/search")
-    objects.append({
-        "uid": call,
-        "type": "alfred.workflow.output.callexternaltrigger",
-        "version": 1,
-        "config": {"externaltriggerid": SEARCH_TRIGGER, "passinputasargument": True,
-                   "passvariables": False, "workflowbundleid": "self"},
-    })
-    objects.append({
-        "uid": trigger,
-        "type": "alfred.workflow.trigger.external",
-        "version": 1,
-        "config": {"triggerid": SEARCH_TRIGGER, "availableviaurlhandler": False},
-    })
+    call, trigger = _uid("call/similar"), _uid("trigger/search")
+    objects.append(_object(call, "output.callexternaltrigger", 1, {
+        "externaltriggerid": SEARCH_TRIGGER, "passinputasargument": True,
+        "passvariables": False, "workflowbundleid": "self"}))
+    objects.append(_object(trigger, "trigger.external", 1, {
+        "triggerid": SEARCH_TRIGGER, "availableviaurlhandler": False}))
     connections[sf].append(_wire(call, FN, "Show notes similar to this one"))
     connections[trigger] = [_wire(sf, 0, "")]
     uidata[call] = {"xpos": 360, "ypos": 40 + 120 * len(ACTIONS),
@@ -237,56 +212,54 @@ def info_plist(home: str | None = None) -> dict:
         "variables": variables,
         # Machine paths: never exported with the workflow.
         "variablesdontexport": sorted(variables),
-        "userconfigurationconfig": [{
-            "type": "textfield",
-            "variable": "keyword",
-            "label": "Keyword",
-            "description": "What you type before the query",
-            "config": {"default": DEFAULT_KEYWORD, "placeholder": DEFAULT_KEYWORD,
-                       "required": True, "trim": True},
-        }, {
-            "type": "textfield",
-            "variable": "related_keyword",
-            "label": "Related notes keyword",
-            "description": "What you type before a text to list the notes related to it "
-                           "(the Universal Action and the Hotkey open the same list)",
-            "config": {"default": DEFAULT_RELATED_KEYWORD,
-                       "placeholder": DEFAULT_RELATED_KEYWORD, "required": True,
-                       "trim": True},
-        }],
+        "userconfigurationconfig": [
+            _keyword("keyword", "Keyword", "What you type before the query",
+                     DEFAULT_KEYWORD),
+            _keyword("related_keyword", "Related notes keyword",
+                     "What you type before a text to list the notes related to it (the "
+                     "Universal Action and the Hotkey open the same list)",
+                     DEFAULT_RELATED_KEYWORD)],
     }
+
+
+def _keyword(variable: str, label: str, description: str, default: str) -> dict:
+    """A keyword the user may change in Configure Workflow."""
+    return {"type": "textfield", "variable": variable, "label": label,
+            "description": description, "config": {
+                "default": default, "placeholder": default, "required": True, "trim": True}}
 
 
 def _script_filter(uid: str, keyword: str, title: str, subtext: str, running: str,
                    language: int, script: str, delay: int) -> dict:
     """A Script Filter that runs ``script`` on each query (an empty one too) and shows its
     items as they come, unfiltered by Alfred."""
-    return {
-        "uid": uid,
-        "type": "alfred.workflow.input.scriptfilter",
-        "version": 3,
-        "config": {
-            "keyword": keyword,
-            "withspace": True,
-            "argumenttype": ARGUMENT_OPTIONAL,
-            "argumenttrimmode": 0,
-            "argumenttreatemptyqueryasnil": False,
-            "title": title,
-            "subtext": subtext,
-            "runningsubtext": running,
-            "type": language,
-            "script": script,
-            "scriptfile": "",
-            "scriptargtype": ARGV,
-            "escaping": 0,  # nothing is substituted into the script, so nothing to escape
-            "queuemode": QUEUE_TERMINATE_PREVIOUS,
-            "queuedelaymode": delay,
-            "queuedelaycustom": 1,
-            "queuedelayimmediatelyinitially": True,
-            "alfredfiltersresults": False,
-            "alfredfiltersresultsmatchmode": 0,
-        },
-    }
+    return _object(uid, "input.scriptfilter", 3, {
+        "keyword": keyword,
+        "withspace": True,
+        "argumenttype": ARGUMENT_OPTIONAL,
+        "argumenttrimmode": 0,
+        "argumenttreatemptyqueryasnil": False,
+        "title": title,
+        "subtext": subtext,
+        "runningsubtext": running,
+        "type": language,
+        "script": script,
+        "scriptfile": "",
+        "scriptargtype": ARGV,
+        "escaping": 0,  # nothing is substituted into the script, so nothing to escape
+        "queuemode": QUEUE_TERMINATE_PREVIOUS,
+        "queuedelaymode": delay,
+        "queuedelaycustom": 1,
+        "queuedelayimmediatelyinitially": True,
+        "alfredfiltersresults": False,
+        "alfredfiltersresultsmatchmode": 0,
+    })
+
+
+def _object(uid: str, kind: str, version: int, config: dict) -> dict:
+    """One object of the graph: ``kind`` is its type after ``alfred.workflow.``."""
+    return {"uid": uid, "type": f"alfred.workflow.{kind}", "version": version,
+            "config": config}
 
 
 def _related(objects: list[dict], connections: dict[str, list[dict]],
@@ -302,23 +275,14 @@ def _related(objects: list[dict], connections: dict[str, list[dict]],
         sf, "{var:related_keyword}", "Related notes",
         "notewell · the notes nearest in meaning to a text or a file", "Reading…",
         SCRIPT_ZSH, related_command(), QUEUE_DELAY_AUTOMATIC))
-    objects.append({
-        "uid": ua,
-        "type": "alfred.workflow.trigger.universalaction",
-        "version": 1,
-        "config": {"name": "Related notes", "acceptstext": True, "acceptsfiles": True,
-                   "acceptsurls": False, "acceptsmulti": 0},
-    })
-    objects.append({
-        "uid": hotkey,
-        "type": "alfred.workflow.trigger.hotkey",
-        "version": 2,
-        # hotkey/hotmod 0: no key bound; the user picks one in Alfred's preferences.
-        "config": {"action": 0, "argument": HOTKEY_SELECTION, "focusedappvariable": False,
-                   "focusedappvariablename": "", "hotkey": 0, "hotmod": 0,
-                   "hotstring": "", "leftcursor": False, "modsmode": 0,
-                   "relatedAppsMode": 0},
-    })
+    objects.append(_object(ua, "trigger.universalaction", 1, {
+        "name": "Related notes", "acceptstext": True, "acceptsfiles": True,
+        "acceptsurls": False, "acceptsmulti": 0}))
+    # hotkey/hotmod 0: no key bound; the user picks one in Alfred's preferences.
+    objects.append(_object(hotkey, "trigger.hotkey", 2, {
+        "action": 0, "argument": HOTKEY_SELECTION, "focusedappvariable": False,
+        "focusedappvariablename": "", "hotkey": 0, "hotmod": 0, "hotstring": "",
+        "leftcursor": False, "modsmode": 0, "relatedAppsMode": 0}))
     connections[ua] = [_wire(sf, 0, "")]
     connections[hotkey] = [_wire(sf, 0, "")]
     connections[sf] = [dict(w) for w in connections[search]]  # the search's actions
@@ -340,11 +304,9 @@ def plist_bytes(home: str | None = None) -> bytes:
 
 def files(home: str | None = None) -> dict[str, tuple[bytes, int]]:
     """Every file of the workflow by its path in the zip, with its Unix mode."""
-    out = {"info.plist": (plist_bytes(home), 0o644), ZSH_CLIENT: (script_bytes(ZSH_CLIENT), 0o755),
-           ZSH_RUN: (script_bytes(ZSH_RUN), 0o644)}
-    for rel, data in icons.alfred_files().items():
-        out[rel] = (data, 0o644)
-    return out
+    return {"info.plist": (plist_bytes(home), 0o644), ZSH_CLIENT: (script_bytes(ZSH_CLIENT), 0o755),
+            ZSH_RUN: (script_bytes(ZSH_RUN), 0o644),
+            **{rel: (data, 0o644) for rel, data in icons.alfred_files().items()}}
 
 
 def default_output() -> str:

@@ -107,8 +107,7 @@ def render(kind: str, size: int = 256) -> bytes:
         y = (j + 0.5) * px
         for i in range(size):
             x = (i + 0.5) * px
-            r = g = b = 0.0
-            a = 0.0
+            r = g = b = a = 0.0
             for colour, dist in shapes:
                 cover = min(max(0.5 - dist(x, y) / px, 0.0), 1.0)
                 if cover <= 0.0:
@@ -126,10 +125,8 @@ def render(kind: str, size: int = 256) -> bytes:
 
 def alfred_files(size: int = 256) -> dict[str, bytes]:
     """The icons the Alfred workflow ships, by their path inside the workflow."""
-    files = {"icon.png": render("app", size)}
-    for kind in ("bear", "obsidian", "markdown"):
-        files[f"icons/{kind}.png"] = render(kind, size)
-    return files
+    return {"icon.png": render("app", size),
+            **{f"icons/{k}.png": render(k, size) for k in ("bear", "obsidian", "markdown")}}
 
 
 def write(directory: str, files: dict[str, bytes]) -> list[str]:
@@ -150,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     repo = args[0]
     write(os.path.join(repo, "workflow", "alfred"), alfred_files())
-    raycast = {"assets/icon.png": render("app", 512)}
-    raycast.update({f"assets/{k}.png": render(k, 128) for k in ("bear", "obsidian", "markdown")})
+    raycast = {"assets/icon.png": render("app", 512),
+               **{f"assets/{k}.png": render(k, 128) for k in ("bear", "obsidian", "markdown")}}
     for path in write(os.path.join(repo, "workflow", "raycast"), raycast):
         print(path)
     return 0

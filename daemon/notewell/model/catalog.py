@@ -166,10 +166,8 @@ def installed(name: str, directory: str | None = None,
         return None
     for f in model.files:
         got = (manifest.get("files") or {}).get(f.name) or {}
-        try:
-            if os.path.getsize(os.path.join(folder, f.name)) != got.get("bytes"):
-                return None
-        except OSError:
+        size = _size(os.path.join(folder, f.name))
+        if size is None or size != got.get("bytes"):
             return None
     return folder
 

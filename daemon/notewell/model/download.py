@@ -60,7 +60,6 @@ class Fetched:
     bytes: int
     sha256: str
     hub_sha256: str | None  # the sha256 the server stated, checked against ``sha256``
-    resumed_from: int  # bytes already there from an interrupted try
 
 
 def check_url(url: str) -> None:
@@ -97,7 +96,7 @@ def fetch(url: str, dest: str, expected_bytes: int, *, progress: Progress | None
         if e.code == 416 and have and whole and int(whole.group(1)) == have:
             # Every byte arrived before the last try stopped: check them.
             return _finish(url, part, note, dest, expected_bytes, have, have,
-                           redirects.linked.get("sha256"), have)
+                           redirects.linked.get("sha256"))
         if e.code == 416 and have:  # the part does not fit the file: start over
             _discard(part, note)
             return fetch(url, dest, expected_bytes, progress=progress, label=label,
@@ -128,7 +127,7 @@ def fetch(url: str, dest: str, expected_bytes: int, *, progress: Progress | None
             if bar is not None:
                 bar.close()
     return _finish(url, part, note, dest, expected_bytes, received, total,
-                   linked.get("sha256"), resumed)
+                   linked.get("sha256"))
 
 
 def _receive(response, part: str, have: int, bar: Bar | None, url: str,
@@ -160,7 +159,7 @@ def _receive(response, part: str, have: int, bar: Bar | None, url: str,
 
 
 def _finish(url: str, part: str, note: str, dest: str, expected_bytes: int, received: int,
-            total: int | None, hub_sha: str | None, resumed: int) -> Fetched:
+            total: int | None, hub_sha: str | None) -> Fetched:
     """Check the whole ``part`` (size announced, size expected, the hub's sha256) and move
     it to ``dest``; a file that fails is deleted."""
     if total is not None and received < total:
@@ -183,7 +182,7 @@ def _finish(url: str, part: str, note: str, dest: str, expected_bytes: int, rece
     os.replace(part, dest)
     with contextlib.suppress(FileNotFoundError):
         os.remove(note)
-    return Fetched(dest, received, digest, hub_sha, resumed)
+    return Fetched(dest, received, digest, hub_sha)
 
 
 def _resumable(part: str, note: str, url: str) -> int:

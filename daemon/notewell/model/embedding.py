@@ -161,9 +161,6 @@ class OnnxEmbedder:
         model reads as itself (typo correction leaves such words alone)."""
         return self._tokenizer.token_to_id(word.lower()) is not None
 
-    def token_counts(self, texts: list[str]) -> list[int]:
-        return [len(e.ids) for e in self._tokenizer.encode_batch(texts)]
-
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         """Passage vectors for ``texts`` in order (with the passage prefix, if any)."""
         return self._embed(texts, self.settings.passage_prefix)

@@ -77,20 +77,17 @@ def check_own_model(model) -> list[Check]:
     s = folder.settings
     prefixes = (f", prefixes {s.query_prefix!r} / {s.passage_prefix!r}"
                 if s.query_prefix or s.passage_prefix else "")
-    checks = [Check(name, OK, f"{folder.path}: inputs {', '.join(loaded.inputs)}, output "
-                    f"{loaded.output}, a test embedding of {loaded.dim} dimensions; "
-                    f"{s.pooling} pooling, {s.max_tokens} tokens{prefixes}")]
-    choice = recorded_choice(folder.model_sha256) or {}
+    found = Check(name, OK, f"{folder.path}: inputs {', '.join(loaded.inputs)}, output "
+                  f"{loaded.output}, a test embedding of {loaded.dim} dimensions; "
+                  f"{s.pooling} pooling, {s.max_tokens} tokens{prefixes}")
     if loaded.files.model != folder.files.model:
-        checks.append(Check("own model in memory", OK, "int8 weights kept int8: "
-                            f"{loaded.files.model}"))
+        running = f"int8 weights kept int8: {loaded.files.model}"
     else:
-        why = choice.get("why", "no choice recorded")
+        why = (recorded_choice(folder.model_sha256) or {}).get("why", "no choice recorded")
         if "no int8 weights" in why:
             why = "it has no int8 weights to keep int8 (a float export)"
-        checks.append(Check("own model in memory", OK, "model.onnx as exported (the int8 "
-                            f"rewrite does not apply: {why})"))
-    return checks + check_downloaded(folder.path)
+        running = f"model.onnx as exported (the int8 rewrite does not apply: {why})"
+    return [found, Check("own model in memory", OK, running), *check_downloaded(folder.path)]
 
 
 def check_downloaded(folder: str) -> list[Check]:

@@ -60,8 +60,7 @@ def ensure_config() -> config.Config:
         raise SystemExit(
             f"notewell: {current.path} already configures other sources; run the demo with "
             "a separate home, e.g. NOTEWELL_HOME=/tmp/notewell-demo notewell demo")
-    cfg = demo_config()
-    config.save(cfg)
+    config.save(demo_config())
     return config.load()
 
 

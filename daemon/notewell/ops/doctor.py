@@ -17,6 +17,7 @@ results; the CLI prints them and exits non-zero when any failed. The model's che
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import subprocess
@@ -54,10 +55,9 @@ def check_installation() -> Check:
     missing = [n for n in scripts if not os.path.isfile(alfred_workflow.script_path(n))]
     if not os.path.isdir(demo.demo_notes_dir()):
         missing.append("ops/demo_corpus")
-    fix = REINSTALL
     if missing:
         return Check(name, FAIL, f"notewell {__version__} at {here} lacks "
-                     f"{', '.join(missing)}", fix)
+                     f"{', '.join(missing)}", REINSTALL)
     on_disk = installed_version()
     if on_disk != __version__:
         return Check(name, FAIL, f"this process runs notewell {__version__}, the files at "
@@ -67,7 +67,7 @@ def check_installation() -> Check:
                             if line.startswith("typeset -g _notewell_version=")), None)
     if zsh_version != __version__:
         return Check(name, FAIL, f"the zsh client says version {zsh_version}, the package "
-                     f"{__version__}", fix)
+                     f"{__version__}", REINSTALL)
     return Check(name, OK, f"notewell {__version__} at {here} (Python "
                  f"{sys.version.split()[0]}, {sys.executable}); launcher scripts present")
 
@@ -82,15 +82,6 @@ def check_sqlite() -> Check:
         return Check(name, FAIL, f"apsw/sqlite-vec/FTS5 do not load: {type(e).__name__}: {e}",
                      REINSTALL)
     return Check(name, OK, f"SQLite {sqlite} with FTS5, sqlite-vec {vec}")
-
-
-def _config_or_default():
-    from notewell import config
-
-    try:
-        return config.load()
-    except config.ConfigError:
-        return config.Config()
 
 
 def check_config():
@@ -167,14 +158,11 @@ def check_daemon_sources(platform: str, status: dict) -> list[Check]:
     from notewell.ops import privacy
     from notewell.sources.base import DENIED
 
-    checks = []
-    for src in status.get("sources") or ():
-        error = src.get("last_error") or ""
-        if error.startswith(DENIED):
-            checks.append(Check(f"daemon reads {src.get('name')}", FAIL, error,
-                                privacy.grant_hint(platform, src.get("path") or "",
-                                                   daemon_only=True)))
-    return checks + check_copies(status)
+    denied = [src for src in status.get("sources") or ()
+              if (src.get("last_error") or "").startswith(DENIED)]
+    return [Check(f"daemon reads {src.get('name')}", FAIL, src["last_error"],
+                  privacy.grant_hint(platform, src.get("path") or "", daemon_only=True))
+            for src in denied] + check_copies(status)
 
 
 def check_copies(status: dict) -> list[Check]:
@@ -189,7 +177,9 @@ def check_copies(status: dict) -> list[Check]:
             if str(state).startswith("failed")]
 
 
-def check_index(embedder: Callable[[], Embedder] | None = None) -> Check:
+def check_index(embedder: Callable[[], Embedder] | None = None, cfg=None) -> Check:
+    """Whether the index fits the model: ``embedder``'s, else the one ``cfg`` names (the
+    config ``check_config`` read; None: the shipped model)."""
     name = "index"
     from notewell.index import store
     from notewell.index.schema import SCHEMA_VERSION, describe, file_problems
@@ -198,9 +188,10 @@ def check_index(embedder: Callable[[], Embedder] | None = None) -> Check:
     if not os.path.exists(path):
         return Check(name, FAIL, f"no index at {path}", "run `notewell index`")
     try:
+        from notewell.config import Config
         from notewell.engine import chunker_for, embedder_for
 
-        model = embedder() if embedder else embedder_for(_config_or_default())
+        model = embedder() if embedder else embedder_for(cfg or Config())
         want = {"embedder": model.fingerprint(), "dim": str(model.dim),
                 "chunker": chunker_for(model).fingerprint()}
     except Exception as e:
@@ -313,12 +304,10 @@ def check_socket() -> Check:
         problems.append(f"{directory} is owned by uid {dst.st_uid}")
     if stat.S_IMODE(dst.st_mode) != 0o700:
         problems.append(f"{directory} is {stat.S_IMODE(dst.st_mode):o}, not 700")
-    try:
+    with contextlib.suppress(FileNotFoundError):
         sst = os.stat(sock)
         if stat.S_IMODE(sst.st_mode) & 0o077:
             problems.append(f"{sock} is {stat.S_IMODE(sst.st_mode):o}, not 600")
-    except FileNotFoundError:
-        pass
     if problems:
         return Check(name, FAIL, "; ".join(problems),
                      f"stop the daemon, remove {directory}, start it again")
@@ -474,16 +463,13 @@ def check_mcp_session(daemon_up: bool) -> Check:
     except (OSError, ValueError) as e:
         return Check(name, FAIL, f"`notewell mcp` failed: {e}", "`notewell doctor` again; "
                      "if it persists, `notewell agent restart`")
-    problem = None
     for key in (1, 2):
         reply = replies.get(key) or {}
         if "result" not in reply or (reply["result"] or {}).get("isError"):
             error = reply.get("error") or (reply.get("result") or {}).get("content") or \
                 stderr.strip()[-300:] or "no answer within 20 s"
-            problem = f"{'initialize' if key == 1 else 'search_notes'}: {error}"
-            break
-    if problem:
-        return Check(name, FAIL, problem, "`notewell agent restart`, then `notewell doctor`")
+            return Check(name, FAIL, f"{'initialize' if key == 1 else 'search_notes'}: {error}",
+                         "`notewell agent restart`, then `notewell doctor`")
     hits = len(replies[2]["result"].get("structuredContent", {}).get("hits", []))
     return Check(name, OK, f"`notewell mcp` reached a daemon session; search_notes "
                  f"answered ({hits} hit{'s' if hits != 1 else ''})")
@@ -542,10 +528,9 @@ def check_mcp_clients(platform: str) -> Check:
                      "(`notewell mcp install --client claude-desktop|claude-code|cursor`)")
     elsewhere = [(c, cmd) for c, cmd, same in found if not same]
     if elsewhere:
-        client = elsewhere[0][0]
         return Check(name, WARN, "; ".join(f"{c} runs `{cmd}`, not this installation"
                                            for c, cmd in elsewhere),
-                     f"`notewell mcp install --client {client}`")
+                     f"`notewell mcp install --client {elsewhere[0][0]}`")
     return Check(name, OK, ", ".join(c for c, _, _ in found) + " run this installation's "
                  "`notewell mcp`")
 
@@ -563,23 +548,15 @@ def run(platform: str | None = None,
     checks.append(config_check)
     if cfg is not None and cfg.model is not None:
         checks += check_own_model(cfg.model)
-    for src in (cfg.sources if cfg else ()):
-        checks.append(check_source(src, platform))
-    checks.append(check_index(embedder))
-    daemon_check = check_daemon()
-    checks.append(daemon_check)
+    checks += [check_source(src, platform) for src in (cfg.sources if cfg else ())]
+    checks += [check_index(embedder, cfg), daemon := check_daemon()]
+    up = daemon.status == OK
     status = daemon_status()  # one reply for the checks that read it
-    if daemon_check.status == OK and status is not None:
+    if up and status is not None:
         checks += check_daemon_sources(platform, status)
-    checks.append(check_disk(status))
-    checks.append(check_socket())
-    checks.append(check_time_machine(platform))
-    checks.append(check_agent(platform, run_cmd))
-    checks.append(check_workflow(platform))
-    checks.append(check_fast_client(platform, daemon_check.status == OK))
-    checks.append(check_mcp_session(daemon_check.status == OK))
-    checks.append(check_mcp_clients(platform))
-    return checks
+    return [*checks, check_disk(status), check_socket(), check_time_machine(platform),
+            check_agent(platform, run_cmd), check_workflow(platform),
+            check_fast_client(platform, up), check_mcp_session(up), check_mcp_clients(platform)]
 
 
 def failed(checks: list[Check]) -> bool:

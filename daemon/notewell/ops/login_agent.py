@@ -314,10 +314,7 @@ def install(platform: str | None = None, run: Runner = subprocess.run,
     record_command()
     prog = program(python)
     mgr = manager(platform, run)
-    try:
-        pid = stop_running()
-    except running.StillRunning as e:
-        raise AgentError(str(e)) from None
+    pid = _stop(stop_running)
     done = mgr.install(prog, environment(prog))
     return done + (f" (stopped the daemon that was running, pid {pid})" if pid else "")
 
@@ -343,13 +340,18 @@ def stop(platform: str | None = None, run: Runner = subprocess.run,
     mgr = manager(platform, run)
     if os.path.exists(mgr.unit_path):
         return mgr.stop()
-    try:
-        pid = stop_running()
-    except running.StillRunning as e:
-        raise AgentError(str(e)) from None
+    pid = _stop(stop_running)
     if pid is None:
         return f"no notewell daemon is serving {paths.home()}"
     return f"stopped the daemon serving {paths.home()} (pid {pid or '?'})"
+
+
+def _stop(stop_running: Callable[[], int | None]) -> int | None:
+    """``stop_running()``, a daemon that would not stop an ``AgentError``."""
+    try:
+        return stop_running()
+    except running.StillRunning as e:
+        raise AgentError(str(e)) from None
 
 
 def start(platform: str | None = None, run: Runner = subprocess.run,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -128,7 +129,7 @@ def _claude_command() -> list[str]:
 def _install_claude_code(dry_run: bool, run: Runner, which: Callable[[str], str | None]
                          ) -> str:
     add = _claude_command()
-    shown = " ".join(_quote(a) for a in add)
+    shown = shlex.join(add)
     if which("claude") is None:
         return ("the `claude` command is not on PATH; to add notewell to Claude Code, run:\n"
                 f"  claude mcp remove --scope user {NAME}   # only if it is there already\n"
@@ -143,12 +144,6 @@ def _install_claude_code(dry_run: bool, run: Runner, which: Callable[[str], str 
         detail = (result.stderr or result.stdout or "").strip().splitlines()
         raise ClientConfigError(f"`{shown}` failed: {detail[-1] if detail else result.returncode}")
     return f"added notewell to Claude Code (user scope): {shown}"
-
-
-def _quote(arg: str) -> str:
-    import shlex
-
-    return shlex.quote(arg)
 
 
 def configured(platform: str | None = None) -> list[tuple[str, str | None, bool]]:

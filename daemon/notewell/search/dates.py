@@ -106,10 +106,8 @@ def _midnight(day: date, tz: tzinfo | None) -> float:
 
 
 def _ago(now: datetime, n: int, unit: str) -> datetime:
-    if unit == "d":
-        return now - timedelta(days=n)
-    if unit == "w":
-        return now - timedelta(weeks=n)
+    if unit in ("d", "w"):
+        return now - timedelta(days=n * (7 if unit == "w" else 1))
     months = n if unit == "m" else 12 * n
     return _add_months(now, -months)
 

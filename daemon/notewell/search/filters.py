@@ -61,9 +61,7 @@ def allowed(q: Query, reads: Reads) -> tuple[set[int] | None, list[str]]:
         for name in q.sources:
             if name not in known:
                 notices.append(f"No source is named {name!r} (in:{name}).")
-        ids = set()
-        for name in q.sources:
-            ids |= reads.in_source(name)
+        ids = set().union(*map(reads.in_source, q.sources))
         found = ids if found is None else found & ids
     if q.modified_after is not None or q.modified_before is not None:
         ids = reads.modified_between(q.modified_after, q.modified_before)

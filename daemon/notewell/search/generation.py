@@ -137,11 +137,6 @@ class Generations:
             gen = self._current
         gen._retire(False, lambda _: None)
 
-    def retired(self) -> list[Generation]:
-        """The replaced generations a request still holds."""
-        with self._lock:
-            return list(self._retired)
-
     def _closed(self, gen: Generation) -> None:
         with self._lock:
             self._retired.remove(gen)

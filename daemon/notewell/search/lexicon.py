@@ -56,15 +56,6 @@ class Lexicon:
         self.keys = keys
         self.zipfs = zipfs
 
-    @classmethod
-    def from_words(cls, words: dict[str, tuple[float, ...]]) -> Lexicon:
-        """A lexicon of the given words and their Zipf values per language (tests)."""
-        keys = np.array([hash(w) for w in words], dtype=np.int64)
-        rows = np.array([[round(z * _STEP) for z in zs] for zs in words.values()],
-                        dtype=np.uint8).reshape(len(words), len(LANGUAGES))
-        order = np.argsort(keys)
-        return cls(keys[order], rows[order])
-
     def __len__(self) -> int:
         return len(self.keys)
 

@@ -144,9 +144,3 @@ def fts_terms(words: tuple[str, ...], partial: bool, max_terms: int = 32) -> lis
     typing = words[-1] if partial and words and len(words[-1]) >= 2 else None
     # A CJK word is a character pair (``parse``); one CJK character, a prefix of pairs.
     return [f'"{w}"*' if w == typing or cjk.is_single(w) else f'"{w}"' for w in terms]
-
-
-def fts_match(words: tuple[str, ...], partial: bool, max_terms: int = 32) -> str | None:
-    """An FTS5 MATCH expression: the words of ``fts_terms``, OR-ed."""
-    quoted = fts_terms(words, partial, max_terms)
-    return " OR ".join(quoted) if quoted else None

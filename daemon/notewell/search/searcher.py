@@ -145,9 +145,7 @@ class Searcher:
             return self.on(self.index.view()).similar(note_id, limit, allowed)
         row = next((r for r in map(self.reads.note_row, id_forms(note_id)) if r is not None),
                    None)
-        if row is None:
-            return []
-        own = self.signatures([row]).get(row)
+        own = None if row is None else self.signatures([row]).get(row)
         if own is None:
             return []
         return self.near(own, limit, allowed, exclude=row)

@@ -22,6 +22,7 @@ May import ``engine`` and what is below it (``index``, ``ingest``, ``memory``,
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -82,7 +83,7 @@ class Background:
         self.errors: dict[str, str] = {}
         self._failures: dict[str, int] = {}  # this thread's only
         self.sync_now = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.thread: threading.Thread | None = None  # this one, once started
         # Rounds of sync: `sync --wait` waits for one that starts after it asked, so the
         # index has one writer and the request holds no worker meanwhile. Under the same
         # condition: whether the next round rebuilds, and who gets its progress events.
@@ -102,12 +103,8 @@ class Background:
     # -- the thread -----------------------------------------------------------------------
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self.run, name="notewell-sync", daemon=True)
-        self._thread.start()
-
-    @property
-    def thread(self) -> threading.Thread | None:
-        return self._thread
+        self.thread = threading.Thread(target=self.run, name="notewell-sync", daemon=True)
+        self.thread.start()
 
     def run(self) -> None:
         if not self.start_engine():
@@ -271,8 +268,7 @@ class Background:
                         if self.stop_event.is_set():
                             raise SyncError("stopping", "notewell is stopping; the sync "
                                             "will resume when it starts again")
-                        thread = self._thread
-                        if thread is None or not thread.is_alive():
+                        if self.thread is None or not self.thread.is_alive():
                             raise SyncError("unavailable", "the sync thread has stopped; "
                                             "see the log, then restart the daemon")
                         self._rounds.wait(0.25)
@@ -311,7 +307,7 @@ class Background:
                 self._waiting(None)
                 self._switch_generation()
                 # Rebuilt or re-chunked, the index is a new generation (Engine.reopen).
-                reports = engine.sync(progress=self._progress_bar,
+                reports = engine.sync(progress=functools.partial(Relay, emit=self._emit),
                                       should_stop=self.stop_event.is_set, only=only,
                                       rebuild_all=rebuild)
             self.last_reports = [r.to_dict() for r in reports]
@@ -424,9 +420,6 @@ class Background:
                 listen(event)
             if self._listeners:
                 self._rounds.notify_all()
-
-    def _progress_bar(self, label: str, total: int) -> Relay:
-        return Relay(label, total, self._emit)
 
     def _waiting(self, holder: str | None) -> None:
         """Another process holds the index's writer lock (None: no longer)."""

@@ -160,10 +160,6 @@ class Daemon:
         self.restart_requested = True
         self.request_stop()
 
-    def request_sync(self) -> None:
-        """Sync every source now, changed or not (``notewell sync``, SIGHUP)."""
-        self.background.request_sync()
-
 
 def run(config: Config, poll_seconds: float = 5.0,
         engine_factory: Callable[[Config], Engine] | None = None) -> int:
@@ -173,7 +169,8 @@ def run(config: Config, poll_seconds: float = 5.0,
     signal.signal(signal.SIGTERM, daemon.request_stop)
     signal.signal(signal.SIGINT, daemon.request_stop)
     with contextlib.suppress(AttributeError):
-        signal.signal(signal.SIGHUP, lambda *_: daemon.request_sync())
+        # SIGHUP: sync every source now, changed or not, as `notewell sync` asks.
+        signal.signal(signal.SIGHUP, lambda *_: daemon.background.request_sync())
     try:
         daemon.start()
     except AlreadyRunning as e:

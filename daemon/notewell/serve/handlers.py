@@ -10,7 +10,7 @@ query Alfred asked for (the stale-Enter guard). Owns the other ops: ``ping``,
 soon), their old names ``index`` and ``sync`` (one release), ``stop``, ``restart`` (into
 the config and model on disk: ``notewell model use``), both sending their reply before
 they stop, ``latest_query`` and ``mcp`` (the switch to an MCP session); the errors
-(``api.refusal``, a ``RequestError``) as error replies with their codes, the protocol
+(``api.refusal``, an ``api.OpError``) as error replies with their codes, the protocol
 version check, and the worker pool that runs the ops touching the index (the rest answer
 on the connection's thread). An op that fails unexpectedly is logged with its type and
 place, never with the query, unless ``debug_log`` is set.
@@ -60,12 +60,6 @@ INLINE_OPS = frozenset({"ping", "stop", "restart", "schedule_sync", "sync_now", 
 STREAMING_OPS = frozenset({"sync_now", "index", "stop", "restart"})
 Send = Callable[[dict], None]
 SENT = object()  # a handler's result when it has sent its reply itself: close
-
-
-class RequestError(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class Handlers:
@@ -158,12 +152,11 @@ class Handlers:
         try:
             if req["op"] in STREAMING_OPS:
                 result = handler(req, send)
-                return None if result is SENT else {"ok": True, "result": result}
+                return None if result is SENT else _ok(result)
             with self._one_generation(req["op"]) as view:
                 # An op on the index reads through the request's one view.
-                return {"ok": True,
-                        "result": handler(req) if view is None else handler(req, view)}
-        except RequestError as e:
+                return _ok(handler(req) if view is None else handler(req, view))
+        except (api.OpError, SyncError) as e:  # refused, or a sync waited for failed
             return error_reply(e.code, str(e))
         except Exception as e:
             if failures.damaged(e):  # the sync thread checks the file and rebuilds it
@@ -229,7 +222,7 @@ class Handlers:
     def _ready_view(self, view: ReadView | None) -> ReadView:
         self._ready_engine()
         if view is None:
-            raise RequestError("warming_up", "notewell is loading its model and index")
+            raise api.OpError("warming_up", "notewell is loading its model and index")
         return view
 
     def _ready_engine(self) -> Engine:
@@ -237,8 +230,8 @@ class Handlers:
         if bg.state in ("ready", "rebuilding") and bg.engine is not None:
             return bg.engine
         if bg.state == "error":
-            raise RequestError("unavailable", bg.problem or "the engine failed to start")
-        raise RequestError("warming_up", "notewell is loading its model and index")
+            raise api.OpError("unavailable", bg.problem or "the engine failed to start")
+        raise api.OpError("warming_up", "notewell is loading its model and index")
 
     # -- ops --------------------------------------------------------------------------------
 
@@ -342,10 +335,7 @@ class Handlers:
             return self.op_schedule_sync({})
         self._ready_engine()
         # The background thread runs it: one writer, and no worker held meanwhile.
-        try:
-            return {"reports": self.background.wait_for_sync()}
-        except SyncError as e:
-            raise RequestError(e.code, str(e)) from None
+        return {"reports": self.background.wait_for_sync()}
 
     def op_sync_now(self, req: dict, send: Send | None = None) -> dict:
         """``notewell index [--rebuild]`` and ``notewell sync``: a sync round, waited for;
@@ -355,21 +345,18 @@ class Handlers:
         args = requests.request_args("sync_now", req)
         bg = self.background
         if bg.state == "error":  # nothing here writes: the command does, under the lock
-            raise RequestError("unavailable", bg.problem or "the engine failed to start")
+            raise api.OpError("unavailable", bg.problem or "the engine failed to start")
         try:
             on_disk = config_file.load()
         except config_file.ConfigError as e:
-            raise RequestError("bad_config", str(e)) from None
+            raise api.OpError("bad_config", str(e)) from None
         if dataclasses.asdict(on_disk) != dataclasses.asdict(self.config):
-            raise RequestError("config_changed", f"{on_disk.path} changed since the daemon "
+            raise api.OpError("config_changed", f"{on_disk.path} changed since the daemon "
                                "started; restart it so it reads it (`notewell agent "
                                "restart`, or stop and start `notewell serve`), then run "
                                "this again")
         relay = _relay(send) if args["progress"] and send else None
-        try:
-            return {"reports": bg.wait_for_sync(rebuild=args["rebuild"], on_progress=relay)}
-        except SyncError as e:
-            raise RequestError(e.code, str(e)) from None
+        return {"reports": bg.wait_for_sync(rebuild=args["rebuild"], on_progress=relay)}
 
     def op_mcp(self, req: dict) -> dict:
         """The switch to MCP (``notewell mcp``): after this ok, ``transport`` hands the
@@ -384,7 +371,7 @@ class Handlers:
         """Stop, then run the same command again in this process: it reads config.toml
         and loads the model anew (``notewell model use`` asks, after switching them)."""
         if self.request_restart is None:
-            raise RequestError("unavailable", "this daemon cannot restart itself; stop it "
+            raise api.OpError("unavailable", "this daemon cannot restart itself; stop it "
                                "and start it again")
         result = {"restarting": True}
         return SENT if _then(_ok(result), self.request_restart, send) else result

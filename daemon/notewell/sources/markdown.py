@@ -58,7 +58,7 @@ class MarkdownSource:
     def __init__(self, config: SourceConfig) -> None:
         self.config = config
         self.root = config.path or ""
-        self._exclude = [glob_to_regex(g) for g in self.excludes()]
+        self._exclude = [glob_to_regex(g) for g in config.exclude]
         # Both checked when config.toml is read (``config.parse``): a wrong value is an
         # error there, naming the source.
         self.pdf_mode = config.options.get("pdfs", "linked")
@@ -80,9 +80,6 @@ class MarkdownSource:
     @property
     def name(self) -> str:
         return self.config.name
-
-    def excludes(self) -> list[str]:
-        return list(self.config.exclude)
 
     # -- scanning ---------------------------------------------------------------------------
 
