@@ -173,10 +173,9 @@ class SpanFinder:
                         spans.append((at + start, at + end))
         return spans
 
-    def spans(self, text: str, reads: Reads) -> list[Span]:
-        """``keyword_spans``, or for a passage holding none of the words, the span of its
-        sentence nearest the query (``nearest_sentence``)."""
-        found = self.keyword_spans(text, reads)
+    def or_nearest(self, found: list[Span], text: str) -> list[Span]:
+        """``found`` (the words' spans in ``text``), or for a text holding none of them,
+        the span of its sentence nearest the query (``nearest_sentence``)."""
         if found or not text.strip() or not self.words:
             return found  # no words (recent notes, similar ones): nothing to mark
         return [self.nearest_sentence(text)]
@@ -258,8 +257,7 @@ def marked(hit: Hit, finder: SpanFinder, reads: Reads, whole: bool = True) -> Hi
         words = finder.keyword_spans(hit.passage, reads)
         hit.snippet_spans = list(same_words(hit.snippet, frozenset(
             hit.passage[s:e] for s, e in words)))
-    hit.spans = words if words or not finder.words or not hit.passage.strip() else [
-        finder.nearest_sentence(hit.passage)]
+    hit.spans = finder.or_nearest(words, hit.passage)
     return hit
 
 
@@ -323,9 +321,7 @@ def _spans_as(text: str, surfaces: frozenset[str], finder: SpanFinder) -> list[S
     """The words ``surfaces`` in ``text``, else (a passage found by meaning) its sentence
     nearest the query."""
     if text.isascii():  # a word capitalised in one passage and not in another
-        found = list(same_words(text.lower(), frozenset(w.lower() for w in surfaces)))
+        found = same_words(text.lower(), frozenset(w.lower() for w in surfaces))
     else:
-        found = list(same_words(text, surfaces))
-    if found or not text.strip() or not finder.words:
-        return found
-    return [finder.nearest_sentence(text)]
+        found = same_words(text, surfaces)
+    return finder.or_nearest(list(found), text)
