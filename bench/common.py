@@ -384,9 +384,30 @@ def _note_file(note: BaseNote, copy: int) -> str:
     return f"# {title}\n\n{note.text.strip()}\n"
 
 
-def _write_corpus(notes_dir: Path, target: int, notes: int | None, progress: bool) -> None:
-    """Write the corpus's notes: real texts, repeated (a copy per folder) up to ``target``
-    chunks or ``notes`` notes."""
+def build_corpus(size: str | int, *, notes: int | None = None, random_vectors: bool = False,
+                 progress: bool = True, rebuild: bool = False) -> Corpus:
+    """The corpus of about ``size`` chunks (or exactly ``notes`` notes), built once and
+    reused from the cache folder."""
+    target = SIZES[size] if isinstance(size, str) else int(size)
+    label = f"{target}{'-random' if random_vectors else ''}"
+    if notes:
+        target, label = 1 << 62, f"{notes}notes{'-random' if random_vectors else ''}"
+    # One per chunker: a checkout of another version (compare.py --old) would refuse to
+    # open an index its chunker did not cut.
+    from notewell.ingest.chunking import ChunkSettings
+
+    chunker = hashlib.sha256(ChunkSettings().fingerprint().encode()).hexdigest()[:8]
+    root = cache_dir() / "corpora" / f"{label}-{chunker}"
+    done = root / "built.json"
+    if done.exists() and not rebuild:
+        return Corpus(**{**json.loads(done.read_text()), "root": root,
+                         "home": root / "home"})
+    if root.exists():
+        shutil.rmtree(root)
+    notes_dir = root / "notes"
+    home = root / "home"
+    notes_dir.mkdir(parents=True)
+    home.mkdir()
     base: list[tuple[BaseNote, int]] = []
     total = 0
     for note in base_notes():
@@ -408,39 +429,8 @@ def _write_corpus(notes_dir: Path, target: int, notes: int | None, progress: boo
             chunks += n
         copy += 1
     if progress:
-        print(f"corpus: wrote {written:,} notes (~{chunks:,} chunks) to {notes_dir}",
+        print(f"corpus {label}: wrote {written:,} notes (~{chunks:,} chunks) to {notes_dir}",
               file=sys.stderr)
-
-
-def build_corpus(size: str | int, *, notes: int | None = None, random_vectors: bool = False,
-                 progress: bool = True, rebuild: bool = False) -> Corpus:
-    """The corpus of about ``size`` chunks (or exactly ``notes`` notes), built once and
-    reused from the cache folder."""
-    target = SIZES[size] if isinstance(size, str) else int(size)
-    label = f"{target}{'-random' if random_vectors else ''}"
-    if notes:
-        target, label = 1 << 62, f"{notes}notes{'-random' if random_vectors else ''}"
-    root = cache_dir() / "corpora" / label
-    # An index per chunker: a checkout of another version (compare.py --old) shares the
-    # texts, not an index its chunker would refuse to open.
-    from notewell.ingest.chunking import ChunkSettings
-
-    key = hashlib.sha256(ChunkSettings().fingerprint().encode()).hexdigest()[:8]
-    home, notes_dir, written_file = root / f"home-{key}", root / "notes", root / "notes.json"
-    done = home / "built.json"
-    if done.exists() and not rebuild:
-        return Corpus(**{**json.loads(done.read_text()), "root": root, "home": home})
-    # The texts are whole once written (notes.json; built.json: by a checkout before this)
-    if rebuild or not (written_file.exists() or (root / "built.json").exists()):
-        if root.exists():
-            shutil.rmtree(root)
-        notes_dir.mkdir(parents=True)
-        _write_corpus(notes_dir, target, notes, progress)
-        written_file.write_text("{}")
-    if home.exists():
-        shutil.rmtree(home)
-    home.mkdir()
-    copy = len(list(notes_dir.glob("c*")))
     counts = index_corpus(home, notes_dir, BenchEmbedder(random=random_vectors),
                           progress=progress)
     info = {"label": label, "notes": counts["notes"], "chunks": counts["chunks"],
